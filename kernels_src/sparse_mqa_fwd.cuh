@@ -1,0 +1,532 @@
+// Sparse MQA prefill (DeepSeek sparse attention, FlashMLA's sparse-prefill semantics), portable tier:
+// mma.sync m16n8k16 bf16 with fp32 accumulation, cp.async gathers, sm_80 and newer.
+// Semantics: DESIGN.md section 2 and the SparseMqaFwdParams comment in mlajit_abi.h.
+//
+// Supported specializations. The runtime validates overrides against this table; the static_asserts below
+// enforce the same rule (BLOCK_H in {16,32,64}, BLOCK_N in {32,64}, WARPS 8, STAGES 2..4, shared memory
+// within the arch's per-block opt-in limit: sm_80 166912 B, sm_90 232448 B).
+//
+//   BLOCK_H BLOCK_N WARPS STAGES  smem (B)  arch        blocks/SM      use
+//      64      64     8     2      230240   sm_90       1              default sm_90, h > 32
+//      64      32     8     3      189312   sm_90       1
+//      64      32     8     2      152416   sm_80 sm_90 1              default sm_80, h > 32
+//      32      64     8     2      189152   sm_90       1
+//      32      32     8     2      113376   sm_80 sm_90 1 (sm_90: 2)   default 16 < h <= 32
+//      16      64     8     2      168608   sm_90       1
+//      16      32     8     2       93856   sm_80 sm_90 1 (sm_90: 2)   default h <= 16
+//      16      32     8     3      130752   sm_80 sm_90 1
+//      16      32     8     4      167648   sm_90       1
+//
+// Requirements on the caller beyond the ABI comment: q, kv, out 16-byte aligned and their token/head strides
+// multiples of 8 elements (the gathers and stores move 16-byte chunks); topk >= 1 (any value; tiles past
+// topk are masked). grid.x must equal s_q.
+//
+// Design (one block = one query token x BLOCK_H heads; the loop runs over BLOCK_N-key tiles of its indices):
+//  * Q [BLOCK_H x 576] stays in shared memory for the whole block; each gathered K tile [BLOCK_N x 576]
+//    arrives by cp.async into a STAGES-deep ring, and V is the first 512 columns of that same tile.
+//    Rows are XOR-swizzled by 16-byte chunk so every ldmatrix and cp.async is bank-conflict free.
+//  * S = Q K^T: warps tile S (WM x WN per warp). For BLOCK_H = 64 each pair of warps splits the 576-long
+//    reduction in half (KSPLIT = 2): that cuts the ldmatrix traffic of this phase by a third, which is
+//    what bounds mma.sync here. The pair then reduce-scatters its two 32x32 partials through shared memory
+//    (each warp keeps 16 rows), in space that is free at that moment (the P tile and the rope columns of the
+//    ring slot being refilled), since a 64-head block leaves no other room on sm_90.
+//  * Softmax: the warps owning one row exchange their tile maxima through shared memory (named barrier
+//    over that row group only), then write P (bf16) and the rescale factor of each row.
+//  * O = P V: each warp owns all BLOCK_H rows x 64 of the 512 output columns (BLOCK_H = 64: 128 fp32
+//    accumulators per thread). A 64x64 warp tile reads the fewest shared-memory bytes per mma.
+//  * Tiles whose indices are all invalid (the -1 padding of early queries) are skipped entirely: a
+//    bitmap of non-empty tiles is built from the index row before the loop.
+//  * Row sums stay per thread until the epilogue; O is normalized, staged through shared memory and
+//    written with 16-byte stores.
+#include "mlajit_device.cuh"
+
+#ifndef MJ_MQA_KSPLIT  // development override only; the runtime never sets it
+#define MJ_MQA_KSPLIT (MJ_BLOCK_H == 64 ? 2 : 1)
+#endif
+
+namespace mj_mqa {
+
+constexpr int kH = MJ_BLOCK_H;
+constexpr int kN = MJ_BLOCK_N;
+constexpr int kS = MJ_STAGES;
+constexpr int kThreads = mj_mqa_threads(MJ_WARPS);
+static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized for 512 latent + 64 rope");
+static_assert(MJ_WARPS == 8, "sparse MQA: WARPS must be 8");
+static_assert(kH == 16 || kH == 32 || kH == 64, "sparse MQA: BLOCK_H must be 16, 32 or 64");
+static_assert(kN == 32 || kN == 64, "sparse MQA: BLOCK_N must be 32 or 64");
+static_assert(kS >= 2 && kS <= 4, "sparse MQA: STAGES must be 2..4");
+
+// S = Q K^T warp grid: RG row groups x CG column groups x KH reduction halves.
+constexpr int kKH = MJ_MQA_KSPLIT;
+static_assert(kKH == 1 || (kKH == 2 && kH == 64), "sparse MQA: the split reduction needs BLOCK_H = 64");
+constexpr int kWM = kKH == 2 ? 32 : 16;
+constexpr int kRG = kH / kWM;
+constexpr int kCGmax = 8 / (kRG * kKH);
+constexpr int kCG = kCGmax < kN / 8 ? kCGmax : kN / 8;
+constexpr int kWN = kN / kCG;
+constexpr int kNTW = kWN / 8;             // n-tiles (8 keys) per warp
+constexpr int kMTW = kWM / 16;            // m-tiles (16 heads) per warp before the reduce-scatter
+constexpr int kQW = kRG * kCG * kKH;      // warps doing S; the rest (BLOCK_H 16, BLOCK_N 32) only do P V
+constexpr int kMT = kH / 16;              // m-tiles per warp in P V
+static_assert(kNTW == 1 || kNTW == 2 || kNTW == 4, "warp tile width");
+static_assert(kQW <= 8, "warp grid");
+
+// Loader: kTPR threads per gathered row; each copies 16-byte chunks of it.
+constexpr int kTPR = kThreads / kN;
+constexpr int kNopeCpt = 64 / kTPR;       // 1024-byte latent part = 64 chunks
+constexpr int kRopeCpt = 8 / kTPR;        // 128-byte rope part = 8 chunks
+
+// Shared memory layout (bytes). Q and every ring slot hold the latent part [rows][1024 B] followed by the
+// rope part [rows][128 B].
+constexpr int kQBytes = kH * 1152;
+constexpr int kStageBytes = kN * 1152;
+constexpr int kOffK = kQBytes;
+constexpr int kOffP = kOffK + kS * kStageBytes;   // P tile, bf16 [kH][kN]
+constexpr int kOffMax = kOffP + kH * kN * 2;       // row maxima / row sums by column group, fp32 [kH][kCG]
+constexpr int kOffAlpha = kOffMax + 512;           // per-row rescale of O, fp32 [kH]
+constexpr int kOffVm = kOffAlpha + kH * 4;         // per slot: one validity byte per gathered row [kS][kN]
+constexpr int kOffTiles = kOffVm + kS * kN;        // bitmap of non-empty tiles
+constexpr int kTileWords = 8;                      // covers 256 tiles; later tiles are always processed
+constexpr int kSmem = kOffTiles + kTileWords * 4;
+static_assert(kH * kCG * 4 <= 512, "row-stat scratch");
+static_assert(kSmem == mj_mqa_smem_bytes(kH, kN, kS, MJ_D_LATENT + MJ_D_ROPE, MJ_D_LATENT),
+              "sparse MQA: layout and mj_mqa_smem_bytes disagree");
+constexpr int kSmemLimit = MJ_ARCH >= 90 ? 232448 : 166912;
+constexpr int kSmemPerSM = MJ_ARCH >= 90 ? 233472 : 167936;
+static_assert(kSmem <= kSmemLimit, "sparse MQA: this config does not fit the arch's shared memory");
+// Two blocks per SM only where 128 registers suffice without spills (BLOCK_H 16); dev override MJ_MQA_MINB.
+#ifndef MJ_MQA_MINB
+#define MJ_MQA_MINB (kH == 16 ? 2 : 1)
+#endif
+constexpr int kMinBlocks = MJ_MQA_MINB >= 2 && 2 * (kSmem + 1024) <= kSmemPerSM ? 2 : 1;
+// The KSPLIT exchange borrows the P tile and one slot's rope columns: each must hold 4 warps' halves.
+static_assert(kKH == 1 || (kRG * kCG * kNTW * 512 == kH * kN * 2 && kRG * kCG * kNTW * 512 == kN * 128),
+              "KSPLIT exchange space");
+
+constexpr int kPChunks = kN / 8;  // 16-byte chunks per P row
+
+// 16-byte-chunk XOR swizzle for 1024- and 128-byte rows: the 8 rows an ldmatrix phase touches land in 8
+// distinct bank groups.
+MJ_DEVICE mj_u32 swz(int row, int chunk) { return (mj_u32)((chunk ^ (row & 7)) << 4); }
+// P rows are 128 B (BLOCK_N 64) or 64 B (BLOCK_N 32, two rows per 128 B).
+MJ_DEVICE mj_u32 swz_p(int row, int chunk) {
+    return kPChunks >= 8 ? (mj_u32)((chunk ^ (row & 7)) << 4) : (mj_u32)((chunk ^ ((row >> 1) & 3)) << 4);
+}
+
+// First tile >= t holding a valid index (ntiles if none).
+MJ_DEVICE int next_tile(const unsigned* bm, int t, int ntiles) {
+    while (t < ntiles) {
+        if (t >= kTileWords * 32) return t;
+        const unsigned b = bm[t >> 5] >> (t & 31);
+        if (b) return t + __ffs(b) - 1;
+        t = (t | 31) + 1;
+    }
+    return ntiles;
+}
+
+// Partial S over k-steps [KS0, KS0 + NKS) of the 36 (32 latent + 4 rope). oa/ob: per-lane swizzled chunk
+// offsets for the 4 k-steps of a 128-byte span (A: Q rows, B: K rows).
+template <int KS0, int NKS>
+MJ_DEVICE void qk_steps(float (&acc)[kMTW][kNTW][4], mj_u32 qn, mj_u32 qr, mj_u32 kn, mj_u32 kr,
+                        const mj_u32 (&oa)[4], const mj_u32 (&ob)[4]) {
+#pragma unroll
+    for (int i = 0; i < NKS; ++i) {
+        const int ks = KS0 + i;
+        const bool rope = ks >= 32;
+        const int kq = rope ? ks - 32 : ks;
+        const mj_u32 qbase = rope ? qr : qn;
+        const mj_u32 kbase = rope ? kr : kn;
+        const int rstride = rope ? 16 * 128 : 16 * 1024;  // 16 rows
+        const int seg = (kq >> 2) * 128;
+        mj_u32 a[kMTW][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTW; ++mt) mj_ldmatrix_x4(a[mt], qbase + mt * rstride + seg + oa[kq & 3]);
+        mj_u32 b[kNTW][2];
+        if constexpr (kNTW == 1) {
+            mj_ldmatrix_x2(b[0], kbase + seg + ob[kq & 3]);
+        } else {
+#pragma unroll
+            for (int pr = 0; pr < kNTW / 2; ++pr) {
+                mj_u32 r[4];
+                mj_ldmatrix_x4(r, kbase + pr * rstride + seg + ob[kq & 3]);
+                b[2 * pr][0] = r[0];
+                b[2 * pr][1] = r[1];
+                b[2 * pr + 1][0] = r[2];
+                b[2 * pr + 1][1] = r[3];
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < kMTW; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNTW; ++nt) mj_mma_bf16_16816(acc[mt][nt], a[mt], b[nt]);
+    }
+}
+
+// O[all kH rows][this warp's 64 columns] += P V for one tile.
+MJ_DEVICE void pv_tile(float (&o)[kMT][8][4], mj_u32 pa, const mj_u32 (&op)[kN / 16], mj_u32 va,
+                       const mj_u32 (&ov)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+        mj_u32 b[8][2];
+#pragma unroll
+        for (int pr = 0; pr < 4; ++pr) {
+            mj_u32 r[4];
+            mj_ldmatrix_x4_trans(r, va + kk * 16 * 1024 + ov[pr]);
+            b[2 * pr][0] = r[0];
+            b[2 * pr][1] = r[1];
+            b[2 * pr + 1][0] = r[2];
+            b[2 * pr + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+            mj_u32 a[4];
+            mj_ldmatrix_x4(a, pa + mt * 16 * kN * 2 + op[kk]);
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) mj_mma_bf16_16816(o[mt][nt], a, b[nt]);
+        }
+    }
+}
+
+}  // namespace mj_mqa
+
+extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlocks)
+    mlajit_sparse_mqa_fwd(const SparseMqaFwdParams p) {
+    using namespace mj_mqa;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    // Later tokens have more valid keys: start them first so the short blocks fill the tail.
+    const int tok = (int)gridDim.x - 1 - (int)blockIdx.x;
+    const int head0 = blockIdx.y * kH;
+    const int nh = p.num_heads;
+    const mj_u32 sb = mj_smem_addr(smem);
+    unsigned* s_tiles = (unsigned*)(smem + kOffTiles);
+    unsigned char* s_vm = smem + kOffVm;
+    float* s_stat = (float*)(smem + kOffMax);
+    float* s_alpha = (float*)(smem + kOffAlpha);
+
+    // Q first: it depends on nothing, so its latency hides behind the index scan.
+    {
+        const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
+#pragma unroll
+        for (int i0 = 0; i0 < kH * 72; i0 += kThreads) {
+            const int i = i0 + tid;
+            if (kH * 72 % kThreads == 0 || i < kH * 72) {
+                const int row = i / 72, c = i - row * 72;
+                const bool ok = head0 + row < nh;
+                const unsigned char* src =
+                    ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
+                const mj_u32 dst = c < 64 ? sb + row * 1024 + swz(row, c) : sb + kH * 1024 + row * 128 + swz(row, c - 64);
+                mj_cp_async_16(dst, src, ok);
+            }
+        }
+        mj_cp_async_commit();
+    }
+
+    mj_i64 kv_base = 0;
+    int kv_len = p.s_kv;
+    if (p.cu_seqlens_q != nullptr) {  // batched: find this token's request (cu_q[r] <= tok < cu_q[r+1])
+        int lo = 0, hi = p.batch;
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) >> 1;
+            if (p.cu_seqlens_q[mid] <= tok) lo = mid; else hi = mid;
+        }
+        kv_base = p.cu_seqlens_kv[lo];
+        kv_len = p.cu_seqlens_kv[lo + 1] - (int)kv_base;
+    }
+
+    const int topk = p.topk;
+    const int ntiles = (topk + kN - 1) / kN;
+    const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
+    if (tid < kTileWords) s_tiles[tid] = 0;
+    __syncthreads();
+    for (int base = 0; base < topk; base += 4 * kThreads) {
+        int v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int pos = base + u * kThreads + tid;
+            v[u] = pos < topk ? irow[pos] : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const unsigned bal = __ballot_sync(0xffffffffu, v[u] >= 0 && v[u] < kv_len);
+            const int tile = (base + u * kThreads + w * 32) / kN;  // a warp's 32 positions share one tile
+            if (lane == 0 && bal != 0u && tile < kTileWords * 32) atomicOr(&s_tiles[tile >> 5], 1u << (tile & 31));
+        }
+    }
+    __syncthreads();
+
+    // ---- gather machinery: thread -> (row lrow of the tile, chunks lsub + i * kTPR) ----
+    const int lrow = tid / kTPR, lsub = tid % kTPR;
+    const unsigned char* kvb = (const unsigned char*)p.kv;
+    const mj_i64 kv_stride_b = p.kv_stride_tok * 2;
+    const unsigned char* kvreq = kvb + kv_base * kv_stride_b;
+    const int* irow_l = irow + lrow;
+    const unsigned char* rowp = kvb;
+    bool rvalid = false;
+    auto fetch_idx = [&](int tile) -> int {
+        const int pos = tile * kN;
+        return (tile < ntiles && pos + lrow < topk) ? irow_l[pos] : -1;
+    };
+    auto issue_latent = [&](int slot, int idx) {
+        rvalid = idx >= 0 && idx < kv_len;
+        rowp = rvalid ? kvreq + (mj_i64)idx * kv_stride_b : kvb;
+        const mj_u32 dst = sb + kOffK + slot * kStageBytes + lrow * 1024;
+#pragma unroll
+        for (int i = 0; i < kNopeCpt; ++i) {
+            // chunk lsub + i*kTPR: its 128-byte group is a constant, only the low 3 bits see the swizzle
+            const int cl = (i * kTPR) & 7;
+            const mj_u32 off = ((i * kTPR) >> 3) * 128 + (mj_u32)((((cl + lsub) ^ (lrow & 7))) << 4);
+            mj_cp_async_16(dst + off, rowp + (lsub + i * kTPR) * 16, rvalid);
+        }
+        if (lsub == 0) s_vm[slot * kN + lrow] = rvalid;
+    };
+    auto issue_rope = [&](int slot) {
+        const mj_u32 dst = sb + kOffK + slot * kStageBytes + kN * 1024 + lrow * 128;
+#pragma unroll
+        for (int i = 0; i < kRopeCpt; ++i) {
+            const int c = lsub + i * kTPR;
+            mj_cp_async_16(dst + swz(lrow, c), rowp + 1024 + c * 16, rvalid);
+        }
+    };
+
+    int t_issue = next_tile(s_tiles, 0, ntiles);
+    int t_cur = t_issue;
+    int pf = fetch_idx(t_issue);
+    // Two commit groups per ring slot (latent, rope), also when nothing is left to issue, so the wait
+    // count below is a constant.
+#pragma unroll
+    for (int k = 0; k < kS - 1; ++k) {
+        if (t_issue < ntiles) issue_latent(k, pf);
+        mj_cp_async_commit();
+        if (t_issue < ntiles) {
+            issue_rope(k);
+            t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
+            pf = fetch_idx(t_issue);
+        }
+        mj_cp_async_commit();
+    }
+
+    // ---- per-thread fragment addressing ----
+    // S warp role (only for w < kQW).
+    const int kh = w % kKH;
+    const int cg = (w / kKH) % kCG;
+    const int rg = w / (kKH * kCG);
+    const int orow0 = rg * kWM + kh * 16 + g;  // rows this thread owns after the reduce-scatter: orow0, +8
+    mj_u32 oa[4], ob[4], op[kN / 16];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        oa[q] = (mj_u32)((((2 * q) | (lane >> 4)) ^ (lane & 7)) << 4);
+        ob[q] = (mj_u32)((((2 * q) | ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) op[kk] = swz_p(lane & 15, (2 * kk) | (lane >> 4));
+    const int qrow = rg * kWM + (lane & 15);
+    const mj_u32 qn = sb + qrow * 1024;
+    const mj_u32 qr = sb + kH * 1024 + qrow * 128;
+    const int krow = cg * kWN + (lane & 7) + ((lane >> 4) << 3);
+    const mj_u32 pa = sb + kOffP + (lane & 15) * kN * 2;
+    const mj_u32 va_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * 1024 + w * 128;
+    const float sl2 = p.sm_scale_log2;
+
+    float o[kMT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) o[mt][nt][i] = 0.f;
+    float m0 = MJ_NEG_INF, m1 = MJ_NEG_INF, l0 = 0.f, l1 = 0.f;  // raw-logit running max, partial row sums
+
+    int st = 0;
+    for (; t_cur < ntiles; t_cur = next_tile(s_tiles, t_cur + 1, ntiles)) {
+        const int rs = st == 0 ? kS - 1 : st - 1;  // the slot refilled during this tile
+        mj_cp_async_wait<2 * (kS - 2)>();
+        // Slot st is visible to all; every warp is done with the previous tile (slot rs, P, row stats).
+        __syncthreads();
+        const bool have = t_issue < ntiles;
+        if (have) issue_latent(rs, pf);
+        mj_cp_async_commit();
+
+        const mj_u32 stage = sb + kOffK + st * kStageBytes;
+        if (w < kQW) {
+            float acc[kMTW][kNTW][4];
+#pragma unroll
+            for (int mt = 0; mt < kMTW; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+            const mj_u32 kn = stage + krow * 1024;
+            const mj_u32 kr = stage + kN * 1024 + krow * 128;
+            float s[kNTW][4];
+            if constexpr (kKH == 2) {
+                if (kh == 0) qk_steps<0, 18>(acc, qn, qr, kn, kr, oa, ob);
+                else qk_steps<18, 18>(acc, qn, qr, kn, kr, oa, ob);
+                // Reduce-scatter within the pair: warp kh keeps m-tile kh and receives the partner's half of
+                // it. Warp 0 of each pair writes into the P tile, warp 1 into the rope columns of slot rs (its
+                // rope gather is only issued after the block barrier below).
+                const int pair = rg * kCG + cg;
+                const mj_u32 rope_rs = sb + kOffK + rs * kStageBytes + kN * 1024;
+                const mj_u32 xs = (kh == 0 ? sb + kOffP : rope_rs) + pair * kNTW * 512 + lane * 16;
+                const mj_u32 xr = (kh == 0 ? rope_rs : sb + kOffP) + pair * kNTW * 512 + lane * 16;
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt)
+                    mj_st_shared_v4f(xs + nt * 512, kh ? acc[0][nt][0] : acc[1][nt][0], kh ? acc[0][nt][1] : acc[1][nt][1],
+                                     kh ? acc[0][nt][2] : acc[1][nt][2], kh ? acc[0][nt][3] : acc[1][nt][3]);
+                mj_bar_sync(1 + pair, 64);
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt) {
+                    float r[4];
+                    mj_ld_shared_v4f(r, xr + nt * 512);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) s[nt][i] = (kh ? acc[1][nt][i] : acc[0][nt][i]) + r[i];
+                }
+            } else {
+                qk_steps<0, 36>(acc, qn, qr, kn, kr, oa, ob);
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) s[nt][i] = acc[0][nt][i];
+            }
+
+            // Mask invalid keys (their rows were zero-filled) and take this warp's row maxima.
+            const unsigned char* vflag = s_vm + st * kN + cg * kWN + 2 * t;
+            float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < kNTW; ++nt) {
+                const unsigned f2 = *(const unsigned short*)(vflag + nt * 8);  // flags of columns 2t, 2t+1
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    if (((f2 >> (8 * j)) & 0xffu) == 0u) s[nt][j] = s[nt][2 + j] = MJ_NEG_INF;
+                    mx0 = fmaxf(mx0, s[nt][j]);
+                    mx1 = fmaxf(mx1, s[nt][2 + j]);
+                }
+            }
+            mx0 = mj_warp_max4(mx0);
+            mx1 = mj_warp_max4(mx1);
+            if (t == 0) {
+                s_stat[orow0 * kCG + cg] = mx0;
+                s_stat[(orow0 + 8) * kCG + cg] = mx1;
+            }
+            mj_bar_sync(5 + rg, kCG * kKH * 32);  // the warps sharing these rows
+            float tm0 = MJ_NEG_INF, tm1 = MJ_NEG_INF;
+#pragma unroll
+            for (int c = 0; c < kCG; ++c) {
+                tm0 = fmaxf(tm0, s_stat[orow0 * kCG + c]);
+                tm1 = fmaxf(tm1, s_stat[(orow0 + 8) * kCG + c]);
+            }
+            const float mn0 = fmaxf(m0, tm0), mn1 = fmaxf(m1, tm1);
+            // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
+            // Unfused products, so an unchanged max gives alpha exactly 1 and the O rescale can be skipped.
+            const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
+            const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
+            const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
+            m0 = mn0;
+            m1 = mn1;
+            float rs0 = 0.f, rs1 = 0.f;
+            unsigned char* prow0 = smem + kOffP + orow0 * kN * 2;
+            unsigned char* prow1 = prow0 + 8 * kN * 2;
+#pragma unroll
+            for (int nt = 0; nt < kNTW; ++nt) {
+                const float p00 = mj_exp2(fmaf(s[nt][0], sl2, -ms0)), p01 = mj_exp2(fmaf(s[nt][1], sl2, -ms0));
+                const float p10 = mj_exp2(fmaf(s[nt][2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[nt][3], sl2, -ms1));
+                rs0 += p00 + p01;
+                rs1 += p10 + p11;
+                const int ch = cg * kNTW + nt;
+                *(mj_u32*)(prow0 + swz_p(orow0, ch) + t * 4) = mj_pack_bf16x2(p00, p01);
+                *(mj_u32*)(prow1 + swz_p(orow0 + 8, ch) + t * 4) = mj_pack_bf16x2(p10, p11);
+            }
+            l0 = l0 * al0 + rs0;
+            l1 = l1 * al1 + rs1;
+            if (cg == 0 && t == 0) {
+                s_alpha[orow0] = al0;
+                s_alpha[orow0 + 8] = al1;
+            }
+        }
+        // P and alpha complete; every exchange read is done, so slot rs's rope columns may be gathered into.
+        __syncthreads();
+        if (have) {
+            issue_rope(rs);
+            t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
+            pf = fetch_idx(t_issue);  // consumed one tile later: its latency hides behind this tile's math
+        }
+        mj_cp_async_commit();
+
+        float al[kMT][2];
+        bool rescale = false;
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+            al[mt][0] = s_alpha[mt * 16 + g];
+            al[mt][1] = s_alpha[mt * 16 + g + 8];
+            rescale |= al[mt][0] != 1.f || al[mt][1] != 1.f;
+        }
+        if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    o[mt][nt][0] *= al[mt][0];
+                    o[mt][nt][1] *= al[mt][0];
+                    o[mt][nt][2] *= al[mt][1];
+                    o[mt][nt][3] *= al[mt][1];
+                }
+        }
+        pv_tile(o, pa, op, stage + va_off, oa);
+        st = st + 1 == kS ? 0 : st + 1;
+    }
+
+    // ---- epilogue ----
+    mj_cp_async_wait<0>();
+    __syncthreads();  // all math done: row-stat scratch and the Q region are free
+    if (w < kQW) {
+        l0 = mj_warp_sum4(l0);
+        l1 = mj_warp_sum4(l1);
+        if (t == 0) {
+            s_stat[orow0 * kCG + cg] = l0;
+            s_stat[(orow0 + 8) * kCG + cg] = l1;
+        }
+    }
+    __syncthreads();
+    if (w < kQW && cg == 0 && t == 0) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int r = orow0 + 8 * hr;
+            const float m = hr ? m1 : m0;
+            float L = 0.f;
+#pragma unroll
+            for (int c = 0; c < kCG; ++c) L += s_stat[r * kCG + c];
+            if (head0 + r < nh) {
+                p.lse[(mj_i64)tok * p.lse_stride_tok + head0 + r] = L > 0.f ? (mj_log2(L) + m * sl2) * MJ_LN2 : MJ_NEG_INF;
+                p.max_logits[(mj_i64)tok * p.ml_stride_tok + head0 + r] = L > 0.f ? m * p.sm_scale : MJ_NEG_INF;
+            }
+        }
+    }
+    // Normalize and stage O (bf16 [kH][512], swizzled) in the Q region for 16-byte stores.
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int r = mt * 16 + g + 8 * hr;
+            float L = 0.f;
+#pragma unroll
+            for (int c = 0; c < kCG; ++c) L += s_stat[r * kCG + c];
+            const float inv = L > 0.f ? 1.f / L : 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+                *(mj_u32*)(smem + r * 1024 + swz(r, w * 8 + nt) + t * 4) =
+                    mj_pack_bf16x2(o[mt][nt][2 * hr] * inv, o[mt][nt][2 * hr + 1] * inv);
+        }
+    __syncthreads();
+    unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
+#pragma unroll
+    for (int i0 = 0; i0 < kH * 64; i0 += kThreads) {
+        const int i = i0 + tid;
+        const int r = i >> 6, c = i & 63;
+        if (head0 + r < nh) {
+            mj_u32 v[4];
+            mj_ld_shared_v4(v, sb + r * 1024 + swz(r, c));
+            mj_st_global_v4(otok + ((mj_i64)(head0 + r) * p.o_stride_head + c * 8) * 2, v);
+        }
+    }
+}

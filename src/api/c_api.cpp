@@ -1,0 +1,112 @@
+// The C ABI: catches every exception at the boundary, keeps the message per thread, returns a status.
+#include <cstring>
+#include <memory>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "mlajit/mlajit.h"
+#include "ops/ops.h"
+#include "runtime/handle.h"
+
+struct mlajit_handle_s {
+    std::unique_ptr<mlajit::Handle> impl;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+template <typename F>
+mlajit_status guarded(F&& f) {
+    try {
+        t_last_error.clear();
+        f();
+        return MLAJIT_OK;
+    } catch (const mlajit::Error& e) {
+        t_last_error = e.what();
+        mlajit::log().debug("{}: {}", mlajit_status_name(e.status()), e.what());
+        return e.status();
+    } catch (const std::bad_alloc&) {
+        t_last_error = "out of host memory";
+        return MLAJIT_ERROR_INTERNAL;
+    } catch (const std::exception& e) {
+        t_last_error = std::string("internal error: ") + e.what() + " (please report it)";
+        return MLAJIT_ERROR_INTERNAL;
+    } catch (...) {
+        t_last_error = "internal error: unknown exception (please report it)";
+        return MLAJIT_ERROR_INTERNAL;
+    }
+}
+
+mlajit::Handle& impl(mlajit_handle h) {
+    if (!h || !h->impl) mlajit::fail_arg("the handle is NULL or destroyed: create one with mlajit_create");
+    return *h->impl;
+}
+
+template <typename T>
+const T& deref(const T* p, const char* what) {
+    if (!p) mlajit::fail_arg("{} is NULL", what);
+    return *p;
+}
+
+}  // namespace
+
+extern "C" {
+
+MLAJIT_API const char* mlajit_last_error(void) { return t_last_error.c_str(); }
+
+MLAJIT_API const char* mlajit_status_name(mlajit_status s) {
+    switch (s) {
+        case MLAJIT_OK: return "MLAJIT_OK";
+        case MLAJIT_ERROR_INVALID_ARGUMENT: return "MLAJIT_ERROR_INVALID_ARGUMENT";
+        case MLAJIT_ERROR_NO_DRIVER: return "MLAJIT_ERROR_NO_DRIVER";
+        case MLAJIT_ERROR_NO_NVRTC: return "MLAJIT_ERROR_NO_NVRTC";
+        case MLAJIT_ERROR_COMPILE: return "MLAJIT_ERROR_COMPILE";
+        case MLAJIT_ERROR_CACHE_MISS: return "MLAJIT_ERROR_CACHE_MISS";
+        case MLAJIT_ERROR_CUDA: return "MLAJIT_ERROR_CUDA";
+        case MLAJIT_ERROR_UNSUPPORTED: return "MLAJIT_ERROR_UNSUPPORTED";
+        case MLAJIT_ERROR_CONFIG: return "MLAJIT_ERROR_CONFIG";
+        case MLAJIT_ERROR_INTERNAL: return "MLAJIT_ERROR_INTERNAL";
+    }
+    return "MLAJIT_UNKNOWN_STATUS";
+}
+
+MLAJIT_API const char* mlajit_version(void) { return "0.1.0"; }
+
+MLAJIT_API mlajit_status mlajit_create(int device, mlajit_handle* out) {
+    return guarded([&] {
+        if (!out) mlajit::fail_arg("out is NULL: pass the address of an mlajit_handle");
+        *out = nullptr;
+        auto h = std::make_unique<mlajit_handle_s>();
+        h->impl = std::make_unique<mlajit::Handle>(device);
+        *out = h.release();
+    });
+}
+
+MLAJIT_API mlajit_status mlajit_destroy(mlajit_handle handle) {
+    return guarded([&] { delete handle; });
+}
+
+MLAJIT_API const char* mlajit_handle_arch(mlajit_handle handle) {
+    return handle && handle->impl ? handle->impl->arch_name().c_str() : "";
+}
+
+MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const mlajit_sparse_mqa_args* args, void* stream) {
+    return guarded([&] { mlajit::sparse_mqa_prefill(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+}
+
+MLAJIT_API mlajit_status mlajit_mha_prefill(mlajit_handle handle, const mlajit_mha_args* args, void* stream) {
+    return guarded([&] { mlajit::mha_prefill(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+}
+
+MLAJIT_API int64_t mlajit_topk_mask_words(int64_t max_seqlen_k) { return mlajit::topk_mask_words(max_seqlen_k); }
+
+MLAJIT_API size_t mlajit_topk_mask_bytes(int64_t total_q, int64_t max_seqlen_k) {
+    return (size_t)std::max<int64_t>(total_q, 0) * (size_t)mlajit::topk_mask_words(max_seqlen_k) * 4u;
+}
+
+MLAJIT_API mlajit_status mlajit_topk_mask_build(mlajit_handle handle, const mlajit_topk_mask_args* args, void* stream) {
+    return guarded([&] { mlajit::topk_mask_build(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+}
+
+}  // extern "C"

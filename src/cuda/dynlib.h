@@ -1,0 +1,25 @@
+// dlopen/dlsym with errors that name the library and the symbol. Used for libcuda, libnvrtc, libcublasLt,
+// so that nothing links them and the library loads on machines without a GPU or toolkit.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace mlajit {
+
+class DynLib {
+public:
+    // Tries each candidate in order; empty handle if none loads (see error()).
+    explicit DynLib(const std::vector<std::string>& candidates);
+    DynLib(const DynLib&) = delete;
+    DynLib& operator=(const DynLib&) = delete;
+    bool loaded() const { return handle_ != nullptr; }
+    const std::string& path() const { return path_; }
+    const std::string& error() const { return error_; }
+    void* symbol(const char* name) const;  // nullptr if absent
+
+private:
+    void* handle_ = nullptr;
+    std::string path_, error_;
+};
+
+}  // namespace mlajit

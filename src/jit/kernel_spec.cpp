@@ -1,0 +1,61 @@
+#include "jit/kernel_spec.h"
+
+#include <cctype>
+
+#include "common/error.h"
+
+namespace mlajit {
+
+std::string Arch::name() const { return suffix ? fmt::format("sm_{}{}", sm, suffix) : fmt::format("sm_{}", sm); }
+
+Arch Arch::parse(const std::string& s) {
+    Arch a;
+    size_t i = 3;
+    bool ok = s.rfind("sm_", 0) == 0 && s.size() >= 5;
+    while (ok && i < s.size() && std::isdigit((unsigned char)s[i])) a.sm = a.sm * 10 + (s[i++] - '0');
+    if (ok && i + 1 == s.size() && (s[i] == 'a' || s[i] == 'f')) a.suffix = s[i++];
+    if (!ok || i != s.size() || a.sm < 10)
+        fail_arg("'{}' is not a GPU arch: expected sm_<major><minor>[a|f], e.g. sm_90a or sm_80", s);
+    if (a.sm < 80) fail(MLAJIT_ERROR_UNSUPPORTED, "arch {} is not supported: mlajit's kernels need sm_80 or newer (bf16 tensor cores)", s);
+    return a;
+}
+
+Arch Arch::for_compute_capability(int major, int minor) {
+    Arch a{major * 10 + minor, 0};
+    if (major == 9 && minor == 0) a.suffix = 'a';  // wgmma/setmaxnreg exist only in the sm_90a target
+    return a;
+}
+
+const FamilyInfo& family_info(Family f) {
+    static const FamilyInfo infos[kNumFamilies] = {
+        {Family::mha_fwd, "mha_fwd", "mha_fwd.cuh", "mlajit_mha_fwd",
+         {"BLOCK_M", "BLOCK_N", "WARPS", "STAGES", "MASKED", "D_NOPE", "D_ROPE", "D_V"}},
+        {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa_fwd.cuh", "mlajit_sparse_mqa_fwd",
+         {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE"}},
+        {Family::topk_mask, "topk_mask", "topk_mask.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
+    };
+    return infos[(int)f];
+}
+
+Family family_from_name(const std::string& name) {
+    for (int i = 0; i < kNumFamilies; ++i)
+        if (name == family_info((Family)i).name) return (Family)i;
+    fail_arg("unknown kernel family '{}': expected mha_fwd, sparse_mqa_fwd or topk_mask", name);
+}
+
+std::string render_source(const KernelSpec& spec) {
+    const auto& info = family_info(spec.family);
+    std::string s = fmt::format("// mlajit specialization: {}\n", spec_name(spec));
+    for (size_t i = 0; i < info.params.size(); ++i) s += fmt::format("constexpr int MJ_{} = {};\n", info.params[i], spec.p[i]);
+    s += fmt::format("constexpr int MJ_ARCH = {};\n#include \"{}\"\n", spec.arch.sm, info.template_file);
+    return s;
+}
+
+std::string spec_name(const KernelSpec& spec) {
+    const auto& info = family_info(spec.family);
+    std::string s = std::string(info.name) + "[";
+    for (size_t i = 0; i < info.params.size(); ++i) s += fmt::format("{}{}={}", i ? "," : "", info.params[i], spec.p[i]);
+    return s + "]@" + spec.arch.name();
+}
+
+}  // namespace mlajit

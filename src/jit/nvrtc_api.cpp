@@ -1,0 +1,75 @@
+#include "jit/nvrtc_api.h"
+
+#include <cstdlib>
+#include <memory>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "config/env.h"
+#include "cuda/dynlib.h"
+
+namespace mlajit {
+
+namespace {
+
+#define MLAJIT_STR2(x) #x
+#define MLAJIT_STR(x) MLAJIT_STR2(x)
+
+struct NvrtcState {
+    std::unique_ptr<DynLib> lib;
+    NvrtcApi api;
+    std::string error;
+};
+
+NvrtcState load_nvrtc() {
+    NvrtcState s;
+    std::vector<std::string> candidates;
+    if (config().nvrtc_lib) candidates.push_back(*config().nvrtc_lib);
+    for (const char* n : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) candidates.push_back(n);
+    // Toolkit locations, for machines where the toolkit is not on the loader path.
+    std::vector<std::string> homes;
+    if (const char* h = std::getenv("CUDA_HOME")) homes.push_back(h);
+    homes.push_back("/usr/local/cuda");
+    for (const auto& h : homes)
+        for (const char* n : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"})
+            candidates.push_back(h + "/lib64/" + n);
+    s.lib = std::make_unique<DynLib>(candidates);
+    if (!s.lib->loaded()) {
+        s.error = fmt::format(
+            "NVRTC could not be loaded (tried {} and others: {}). Install the CUDA toolkit's NVRTC, set "
+            "MLAJIT_NVRTC_LIB to libnvrtc.so's path, or ship a prebuilt kernel cache (mlajit-warmup export/import).",
+            candidates.front(), s.lib->error());
+        return s;
+    }
+    std::string missing;
+#define MLAJIT_LOAD_FIELD(fn)                                                                         \
+    s.api.fn = reinterpret_cast<decltype(s.api.fn)>(s.lib->symbol(MLAJIT_STR(fn)));                   \
+    if (!s.api.fn) missing += std::string(missing.empty() ? "" : ", ") + MLAJIT_STR(fn);
+    MLAJIT_NVRTC_FUNCS(MLAJIT_LOAD_FIELD)
+#undef MLAJIT_LOAD_FIELD
+    if (!missing.empty()) {
+        s.error = fmt::format("NVRTC at {} lacks {}: mlajit needs NVRTC from CUDA 12.0 or newer", s.lib->path(), missing);
+        return s;
+    }
+    s.api.library_path = s.lib->path();
+    s.api.nvrtcVersion(&s.api.major, &s.api.minor);
+    log().debug("NVRTC {}.{} loaded from {}", s.api.major, s.api.minor, s.lib->path());
+    return s;
+}
+
+NvrtcState& state() {
+    static NvrtcState s = load_nvrtc();
+    return s;
+}
+
+}  // namespace
+
+bool nvrtc_available() { return state().error.empty(); }
+
+const NvrtcApi& nvrtc() {
+    auto& s = state();
+    if (!s.error.empty()) throw Error(MLAJIT_ERROR_NO_NVRTC, s.error);
+    return s.api;
+}
+
+}  // namespace mlajit

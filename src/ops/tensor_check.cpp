@@ -1,0 +1,76 @@
+#include "ops/tensor_check.h"
+
+#include "common/error.h"
+
+namespace mlajit {
+
+const char* dtype_name(mlajit_dtype d) {
+    switch (d) {
+        case MLAJIT_BF16: return "bf16";
+        case MLAJIT_FP32: return "fp32";
+        case MLAJIT_INT32: return "int32";
+        case MLAJIT_UINT32: return "uint32";
+    }
+    return "unknown dtype";
+}
+
+static int64_t dtype_bytes(mlajit_dtype d) { return d == MLAJIT_BF16 ? 2 : 4; }
+
+std::string shape_str(const mlajit_tensor& t) {
+    std::string s = "[";
+    for (int i = 0; i < t.ndim && i < 4; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+    return s + "]";
+}
+
+bool present(const mlajit_tensor& t) { return t.data != nullptr; }
+
+std::vector<int64_t> check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
+                                  std::initializer_list<int64_t> dims, bool align16) {
+    if (!t.data) fail_arg("{}: the data pointer is NULL; pass a device buffer of shape {} elements", name, dims.size());
+    if (t.dtype != dtype) fail_arg("{}: expected dtype {}, got {}", name, dtype_name(dtype), dtype_name(t.dtype));
+    if (t.ndim != (int)dims.size())
+        fail_arg("{}: expected {} dimensions, got {} (shape {})", name, dims.size(), t.ndim, shape_str(t));
+    std::string want = "[";
+    int i = 0;
+    for (int64_t d : dims) want += (i++ ? ", " : "") + (d < 0 ? std::string("*") : std::to_string(d));
+    want += "]";
+    i = 0;
+    std::vector<int64_t> sizes;
+    for (int64_t d : dims) {
+        if (t.shape[i] < 0 || (d >= 0 && t.shape[i] != d))
+            fail_arg("{}: expected shape {}, got {} (dimension {} differs)", name, want, shape_str(t), i);
+        if (t.stride[i] < 0) fail_arg("{}: stride {} is negative ({}); only non-negative strides are supported", name, i, t.stride[i]);
+        sizes.push_back(t.shape[i]);
+        ++i;
+    }
+    if (t.ndim > 0 && t.stride[t.ndim - 1] != 1 && t.shape[t.ndim - 1] > 1)
+        fail_arg("{}: the last dimension must be contiguous (stride 1), got stride {}: pass a contiguous copy", name,
+                 t.stride[t.ndim - 1]);
+    if (align16) {
+        const int64_t eb = dtype_bytes(dtype);
+        if ((reinterpret_cast<uintptr_t>(t.data) & 15u) != 0)
+            fail_arg("{}: the data pointer {} is not 16-byte aligned, which the vector loads need: pass an aligned buffer",
+                     name, t.data);
+        for (int k = 0; k + 1 < t.ndim; ++k)
+            if (t.shape[k] > 1 && (t.stride[k] * eb) % 16 != 0)
+                fail_arg("{}: stride {} is {} elements ({} bytes), not a multiple of 16 bytes, which the vector loads need",
+                         name, k, t.stride[k], t.stride[k] * eb);
+    }
+    return sizes;
+}
+
+int64_t check_cu_seqlens(const int32_t* host, int64_t batch, int64_t total, const char* name) {
+    if (!host) fail_arg("{}_host is NULL: pass the host copy of {} (the grid and the shape checks come from it)", name, name);
+    if (host[0] != 0) fail_arg("{}[0] must be 0, got {}", name, host[0]);
+    int64_t longest = 0;
+    for (int64_t r = 0; r < batch; ++r) {
+        if (host[r + 1] < host[r])
+            fail_arg("{} must be non-decreasing: {}[{}] = {} < {}[{}] = {}", name, name, r + 1, host[r + 1], name, r, host[r]);
+        longest = std::max<int64_t>(longest, host[r + 1] - host[r]);
+    }
+    if (host[batch] != total)
+        fail_arg("{}[{}] (the last entry) is {} but the tensors hold {} tokens: they must agree", name, batch, host[batch], total);
+    return longest;
+}
+
+}  // namespace mlajit

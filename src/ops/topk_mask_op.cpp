@@ -1,0 +1,44 @@
+#include "common/error.h"
+#include "mlajit_abi.h"
+#include "ops/kernel_configs.h"
+#include "ops/ops.h"
+#include "ops/tensor_check.h"
+
+namespace mlajit {
+
+int64_t topk_mask_words(int64_t max_seqlen_k) { return (std::max<int64_t>(max_seqlen_k, 0) + 31) / 32; }
+
+void topk_mask_build(Handle& h, const mlajit_topk_mask_args& a, CUstream stream) {
+    auto idx = check_tensor(a.indices, "indices", MLAJIT_INT32, {-1, -1}, false);
+    const int64_t total_q = idx[0], topk = idx[1];
+    auto cq = check_tensor(a.cu_seqlens_q, "cu_seqlens_q", MLAJIT_INT32, {-1}, false);
+    auto ck = check_tensor(a.cu_seqlens_k, "cu_seqlens_k", MLAJIT_INT32, {-1}, false);
+    if (cq[0] < 2 || cq[0] != ck[0])
+        fail_arg("cu_seqlens_q and cu_seqlens_k must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
+    const int64_t batch = cq[0] - 1;
+    const int64_t max_q = check_cu_seqlens(a.cu_seqlens_q_host, batch, total_q, "cu_seqlens_q");
+    const int64_t max_k = check_cu_seqlens(a.cu_seqlens_k_host, batch, a.cu_seqlens_k_host[batch], "cu_seqlens_k");
+    auto m = check_tensor(a.mask, "mask", MLAJIT_UINT32, {total_q, -1}, false);
+    const int64_t words = topk_mask_words(max_k);
+    if (m[1] < words)
+        fail_arg("mask: rows need at least {} words for the longest request (s_k = {}), got {} (shape {}): size it with "
+                 "mlajit_topk_mask_words", words, max_k, m[1], shape_str(a.mask));
+    if (topk < 1 || topk > 65536) fail_arg("indices: topk (dimension 1) must be in 1..65536, got {}", topk);
+
+    KernelSpec spec = topk_mask_spec(h.arch());
+    TopkMaskParams p{};
+    p.indices = static_cast<const int*>(a.indices.data);
+    p.idx_stride_tok = a.indices.stride[0];
+    p.mask = static_cast<unsigned*>(a.mask.data);
+    p.mask_stride_row = a.mask.stride[0];
+    p.cu_seqlens_q = static_cast<const int*>(a.cu_seqlens_q.data);
+    p.cu_seqlens_k = static_cast<const int*>(a.cu_seqlens_k.data);
+    p.batch = (int)batch;
+    p.topk = (int)topk;
+    p.max_seqlen_q = (int)max_q;
+    const int rows = mask_rows_per_block(spec);
+    Dim3 grid{(unsigned)((max_q + rows - 1) / rows), (unsigned)batch, 1};
+    h.launch(spec, grid, mj_mask_threads(), 0, &p, stream);
+}
+
+}  // namespace mlajit

@@ -1,0 +1,53 @@
+#include "ops/variants.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "ops/kernel_configs.h"
+
+namespace mlajit {
+
+std::vector<std::string> model_preset_names() { return {"deepseek-v3.2", "deepseek-v3.2-tiny"}; }
+
+ModelConfig model_preset(const std::string& name) {
+    ModelConfig m;
+    if (name == "deepseek-v3.2") return m;
+    if (name == "deepseek-v3.2-tiny") {  // same dims, 16 heads: a quick preset for tests and CI
+        m.name = name;
+        m.heads = 16;
+        return m;
+    }
+    std::string known;
+    for (auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    fail_arg("unknown model preset '{}': known presets are {} (or give the dims explicitly)", name, known);
+}
+
+void check_model_supported(const ModelConfig& m) {
+    if (m.kv_lora != kDimLatent || m.d_nope != kDimNope || m.d_rope != kDimRope || m.d_v != kDimV)
+        fail(MLAJIT_ERROR_UNSUPPORTED,
+             "model dims kv_lora={} nope={} rope={} v={} are not supported: the kernels are written for DeepSeek-V3.2's "
+             "kv_lora=512 nope=128 rope=64 v=128", m.kv_lora, m.d_nope, m.d_rope, m.d_v);
+    if (m.heads < 1 || m.heads > 128) fail_arg("heads must be in 1..128, got {}", m.heads);
+    if (m.topk < 64 || m.topk > 4096 || m.topk % 64) fail_arg("topk must be a multiple of 64 in 64..4096, got {}", m.topk);
+}
+
+std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<int>& tp_degrees, const std::vector<Arch>& archs) {
+    check_model_supported(m);
+    std::vector<KernelSpec> out;
+    auto add = [&](const KernelSpec& s) {
+        if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    };
+    for (const Arch& arch : archs) {
+        add(topk_mask_spec(arch));
+        const MhaTile mt = mha_tile_for(arch);
+        add(mha_spec(arch, mt, false));
+        add(mha_spec(arch, mt, true));
+        for (int tp : tp_degrees) {
+            if (tp < 1 || m.heads % tp != 0) fail_arg("TP degree {} does not divide the model's {} heads", tp, m.heads);
+            add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp)));
+        }
+    }
+    return out;
+}
+
+}  // namespace mlajit

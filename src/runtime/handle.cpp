@@ -1,0 +1,76 @@
+#include "runtime/handle.h"
+
+#include "common/error.h"
+#include "common/log.h"
+#include "config/env.h"
+#include "cuda/driver_api.h"
+
+namespace mlajit {
+
+Handle::Handle(int device) {
+    driver();  // throws the clear no-driver error before anything else
+    if (device < 0) {
+        MLAJIT_CU(cuCtxGetCurrent(&ctx_), "reading the current CUDA context");
+        if (!ctx_)
+            fail_arg("mlajit_create(device=-1) needs a current CUDA context on this thread, and there is none: create "
+                     "one first (e.g. any CUDA runtime call, or torch.cuda.init()) or pass a device number");
+        ScopedContext scope(ctx_);
+        MLAJIT_CU(cuCtxGetDevice(&dev_), "reading the device of the current context");
+    } else {
+        int count = 0;
+        MLAJIT_CU(cuDeviceGetCount(&count), "counting GPUs");
+        if (device >= count) fail_arg("device {} does not exist: this machine has {} GPU(s) (0..{})", device, count, count - 1);
+        MLAJIT_CU(cuDeviceGet(&dev_, device), "opening the device");
+        MLAJIT_CU(cuDevicePrimaryCtxRetain(&ctx_, dev_), "retaining the device's primary context");
+        primary_ = true;
+    }
+    int major = 0, minor = 0;
+    MLAJIT_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev_), "reading the compute capability");
+    MLAJIT_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev_), "reading the compute capability");
+    MLAJIT_CU(cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_), "reading the SM count");
+    MLAJIT_CU(cuDeviceGetAttribute(&max_smem_optin_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev_),
+              "reading the shared-memory limit");
+    arch_ = config().arch ? Arch::parse(*config().arch) : Arch::for_compute_capability(major, minor);
+    if (arch_.sm < 80)
+        fail(MLAJIT_ERROR_UNSUPPORTED, "this GPU has compute capability {}.{}: mlajit needs 8.0 or newer (bf16 tensor cores)", major, minor);
+    arch_name_ = arch_.name();
+    log().debug("handle on device {} (cc {}.{}, {} SMs), kernels for {}", (int)dev_, major, minor, sm_count_, arch_name_);
+}
+
+Handle::~Handle() {
+    if (primary_) driver().cuDevicePrimaryCtxRelease(dev_);
+}
+
+ScopedContext::ScopedContext(CUcontext ctx) {
+    CUcontext cur = nullptr;
+    MLAJIT_CU(cuCtxGetCurrent(&cur), "reading the current CUDA context");
+    if (cur != ctx) {
+        MLAJIT_CU(cuCtxPushCurrent(ctx), "making mlajit's context current");
+        pushed_ = true;
+    }
+}
+
+ScopedContext::~ScopedContext() {
+    if (pushed_) {
+        CUcontext popped = nullptr;
+        driver().cuCtxPopCurrent(&popped);
+    }
+}
+
+void Handle::launch(const KernelSpec& spec, Dim3 grid, int threads, int dyn_smem, void* params, CUstream stream,
+                    KernelStore& store) {
+    if (dyn_smem > max_smem_optin_)
+        fail(MLAJIT_ERROR_UNSUPPORTED, "kernel {} needs {} bytes of shared memory and this GPU allows {} per block: pick a "
+             "smaller tile (MLAJIT_MHA_TILE / MLAJIT_MQA_TILE)", spec_name(spec), dyn_smem, max_smem_optin_);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // nothing to do (an empty batch)
+    ScopedContext scope(ctx_);
+    LoadedKernel k = store.function(spec, ctx_, dyn_smem);
+    void* args[] = {params};
+    CUresult r = driver().cuLaunchKernel(k.fn, grid.x, grid.y, grid.z, (unsigned)threads, 1, 1, (unsigned)dyn_smem, stream,
+                                         args, nullptr);
+    if (r != CUDA_SUCCESS)
+        cu_check(r, "cuLaunchKernel", fmt::format("launching {} with grid ({},{},{}) x {} threads, {} B shared memory",
+                                                  spec_name(spec), grid.x, grid.y, grid.z, threads, dyn_smem).c_str());
+}
+
+}  // namespace mlajit

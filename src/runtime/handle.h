@@ -1,0 +1,54 @@
+// A runtime handle: one CUDA context (the caller's current one, or a device's primary context), the
+// device's properties the ops need, and kernel launch on a caller's stream.
+#pragma once
+#include <cuda.h>
+
+#include "jit/kernel_spec.h"
+#include "jit/kernel_store.h"
+
+namespace mlajit {
+
+struct Dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+
+class Handle {
+public:
+    // device < 0: the calling thread's current context (error if none); else the device's primary context.
+    explicit Handle(int device);
+    ~Handle();
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+
+    const Arch& arch() const { return arch_; }
+    const std::string& arch_name() const { return arch_name_; }
+    int sm_count() const { return sm_count_; }
+    int max_smem_per_block() const { return max_smem_optin_; }
+    CUcontext context() const { return ctx_; }
+
+    // Launches spec's kernel with one by-value parameter struct. Makes the handle's context current for
+    // the call if it is not, and restores the caller's afterwards.
+    void launch(const KernelSpec& spec, Dim3 grid, int threads, int dyn_smem, void* params, CUstream stream,
+                KernelStore& store = KernelStore::global());
+
+private:
+    CUcontext ctx_ = nullptr;
+    CUdevice dev_ = 0;
+    bool primary_ = false;
+    Arch arch_;
+    std::string arch_name_;
+    int sm_count_ = 0;
+    int max_smem_optin_ = 0;
+};
+
+// Pushes ctx for a scope if it is not the current one.
+class ScopedContext {
+public:
+    explicit ScopedContext(CUcontext ctx);
+    ~ScopedContext();
+
+private:
+    bool pushed_ = false;
+};
+
+}  // namespace mlajit

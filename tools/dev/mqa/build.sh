@@ -1,0 +1,27 @@
+#!/bin/bash
+# Builds the standalone sparse-MQA harness: one object per config in configs.h (kernel_cfg.cu with the
+# config's constexprs), then harness.cu, linked into $BUILD/harness. Runs on the GPU machine or here.
+set -e
+cd "$(dirname "$0")"
+ROOT=../../..
+BUILD=${BUILD:-build}
+ARCH=${ARCH:--gencode=arch=compute_90a,code=sm_90a}
+NVCC="nvcc -std=c++17 -O2 --use_fast_math $ARCH -I $ROOT/kernels_src"
+mkdir -p $BUILD
+objs=()
+pids=()
+while read -r tag h n s k m; do
+  defs="-DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DCFG_TAG=$tag"
+  [ "$k" != 0 ] && defs="$defs -DMJ_MQA_KSPLIT=$k"
+  [ "$m" != 0 ] && defs="$defs -DMJ_MQA_MINB=$m"
+  $NVCC -Xptxas -v $defs -c kernel_cfg.cu -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
+  pids+=($!); objs+=($BUILD/k_$tag.o)
+done < <(grep -o 'X([^)]*)' configs.h | sed 's/X(//; s/)//; s/,/ /g')
+$NVCC -c harness.cu -o $BUILD/harness.o &
+pids+=($!)
+fail=0
+for p in "${pids[@]}"; do wait $p || fail=1; done
+for f in $BUILD/k_*.log; do echo "$f: $(grep -o 'Used [0-9]* registers\|[0-9]* bytes spill stores' $f | tr '\n' ' ')"; done
+[ $fail = 0 ] || { cat $BUILD/*.log; echo BUILD FAILED; exit 1; }
+$NVCC ${objs[@]} $BUILD/harness.o -o $BUILD/harness
+echo built $BUILD/harness

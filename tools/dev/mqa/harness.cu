@@ -1,0 +1,649 @@
+// Standalone correctness + timing harness for kernels_src/sparse_mqa_fwd.cuh (every config in configs.h).
+//
+//   build.sh && build/harness [--configs tag,tag] [--no-check] [--no-bench] [--sanitize] [--log FILE]
+//
+// Correctness: fresh random bf16 inputs (never zeros), outputs poisoned (NaN) before each launch, padded
+// strides with guard elements that must stay poisoned (catches writes past num_heads or past 512), every
+// element of every checked row compared with a float64 CPU reference: per element |o - r| <= 2e-2 *
+// max(|r|, rms(ref row)), ||o - r|| / ||r|| <= 2e-2 (printed), lse and max_logits within 1e-3 absolute
+// (exactly -inf for rows with no valid index). Each config runs twice on the same inputs and must give
+// bit-identical results (a moving answer is a race). Bench sizes check a subsample of tokens, all heads.
+// Timing: s_q = s_kv = 4096, topk 2048, indices uniform over each query's causal prefix (-1 padding for
+// the first 2047 queries), cudaEvents, 3 warm-ups, median of 15.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <ctime>
+#include <functional>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mlajit_abi.h"
+#include "configs.h"
+
+#define CK(x)                                                                                          \
+    do {                                                                                               \
+        cudaError_t e_ = (x);                                                                          \
+        if (e_ != cudaSuccess) {                                                                       \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+            exit(2);                                                                                   \
+        }                                                                                              \
+    } while (0)
+
+#define DECL(tag, h, n, s, k, m) extern "C" cudaError_t mqa_launch_##tag(const SparseMqaFwdParams*, cudaStream_t);
+MQA_CONFIGS(DECL)
+#undef DECL
+
+struct Cfg {
+    const char* tag;
+    int bh, bn, st, ks;
+    cudaError_t (*launch)(const SparseMqaFwdParams*, cudaStream_t);
+};
+static const Cfg kCfgs[] = {
+#define ENTRY(tag, h, n, s, k, m) {#tag, h, n, s, k, mqa_launch_##tag},
+    MQA_CONFIGS(ENTRY)
+#undef ENTRY
+};
+
+static FILE* g_log = nullptr;
+static void out(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void out(const char* fmt, ...) {
+    va_list a;
+    va_start(a, fmt);
+    vprintf(fmt, a);
+    va_end(a);
+    if (g_log) {
+        va_start(a, fmt);
+        vfprintf(g_log, fmt, a);
+        va_end(a);
+        fflush(g_log);
+    }
+    fflush(stdout);
+}
+
+// ---- host bf16 ----
+static inline uint16_t f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float bf2f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static const uint16_t kPoisonBf = 0x7fc1;  // a NaN
+static const uint32_t kPoisonF = 0x7fc00001u;
+
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 12345) {}
+    uint64_t next() {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        return s;
+    }
+    double uni() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+    int below(int n) { return (int)(uni() * n); }
+    float normalish() {  // sum of 4 uniforms, unit variance; never exactly zero in practice
+        double x = uni() + uni() + uni() + uni() - 2.0;
+        return (float)(x * 1.7320508);
+    }
+};
+
+static void parallel_for(int n, const std::function<void(int)>& f) {
+    int nt = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> th;
+    std::atomic<int> next{0};
+    for (int i = 0; i < nt; ++i)
+        th.emplace_back([&] {
+            for (int j; (j = next.fetch_add(1)) < n;) f(j);
+        });
+    for (auto& t : th) t.join();
+}
+
+// ---- a problem: inputs (host + device), strides, reference on a set of checked tokens ----
+struct Problem {
+    std::string name;
+    int s_q = 0, s_kv = 0, h = 0, topk = 0;
+    int batch = 0;
+    std::vector<int> cu_q, cu_kv;  // empty: not batched
+    mj_i64 q_st = 0, q_sh = 0, kv_st = 0, idx_st = 0, o_st = 0, o_sh = 0, lse_st = 0;
+    float sm_scale = 0;
+    std::vector<uint16_t> q, kv;
+    std::vector<int> idx;
+    std::vector<int> check_toks;
+    std::vector<double> r_out, r_lse, r_ml;  // [check][h][512], [check][h]
+    double valid_pairs = 0;                  // sum over tokens of valid indices
+    // device
+    void *dq = nullptr, *dkv = nullptr, *dout = nullptr;
+    int *didx = nullptr, *dcuq = nullptr, *dcukv = nullptr;
+    float *dlse = nullptr, *dml = nullptr;
+    size_t out_elems = 0, lse_elems = 0;
+
+    void req_of(int tok, int& base, int& len) const {
+        if (cu_q.empty()) {
+            base = 0;
+            len = s_kv;
+            return;
+        }
+        int r = 0;
+        while (!(cu_q[r] <= tok && tok < cu_q[r + 1])) ++r;
+        base = cu_kv[r];
+        len = cu_kv[r + 1] - cu_kv[r];
+    }
+};
+
+static void alloc_inputs(Problem& P, Rng& rng, float q_scale, bool pad) {
+    P.q_sh = 576 + (pad ? 64 : 0);
+    P.q_st = P.h * P.q_sh + (pad ? 128 : 0);
+    P.kv_st = 576 + (pad ? 64 : 0);
+    P.idx_st = P.topk + (pad ? 8 : 0);
+    P.o_sh = 512 + (pad ? 64 : 0);
+    P.o_st = (P.h + (pad ? 1 : 0)) * P.o_sh;
+    P.lse_st = P.h + (pad ? 3 : 0);
+    P.q.assign((size_t)P.s_q * P.q_st, f2bf(1.0f));
+    for (int t = 0; t < P.s_q; ++t)
+        for (int hh = 0; hh < P.h; ++hh)
+            for (int d = 0; d < 576; ++d) P.q[(size_t)t * P.q_st + hh * P.q_sh + d] = f2bf(q_scale * rng.normalish());
+    P.kv.assign((size_t)P.s_kv * P.kv_st, f2bf(1.0f));
+    for (int r = 0; r < P.s_kv; ++r)
+        for (int d = 0; d < 576; ++d) P.kv[(size_t)r * P.kv_st + d] = f2bf(rng.normalish());
+    P.idx.assign((size_t)P.s_q * P.idx_st, -1);
+}
+
+// Index row patterns.
+static void row_random(Problem& P, Rng& rng, int tok, double p_inv) {
+    int base, len;
+    P.req_of(tok, base, len);
+    int* row = &P.idx[(size_t)tok * P.idx_st];
+    for (int j = 0; j < P.topk; ++j) {
+        if (rng.uni() < p_inv || len == 0) {
+            const int bad[5] = {-1, -1, -7, len, len + 1000};  // -1, negative, past the (request's) end
+            row[j] = bad[rng.below(5)];
+        } else {
+            row[j] = rng.below(len);
+        }
+    }
+}
+// Uniform over the causal prefix [0, pos] without repetition, then -1 padding (FlashMLA's benchmark).
+static void row_causal(Problem& P, Rng& rng, int tok, int pos, std::vector<int>& scratch) {
+    int* row = &P.idx[(size_t)tok * P.idx_st];
+    const int n = std::min(pos + 1, P.topk);
+    scratch.resize(pos + 1);
+    for (int i = 0; i <= pos; ++i) scratch[i] = i;
+    for (int i = 0; i < n; ++i) {
+        int j = i + rng.below(pos + 1 - i);
+        std::swap(scratch[i], scratch[j]);
+        row[i] = scratch[i];
+    }
+    for (int i = n; i < P.topk; ++i) row[i] = -1;
+}
+static void row_empty(Problem& P, int tok) {
+    int* row = &P.idx[(size_t)tok * P.idx_st];
+    for (int j = 0; j < P.topk; ++j) row[j] = (j % 3 == 0) ? -1 : (j % 3 == 1 ? P.s_kv + 5 : -100);
+}
+static void row_last_only(Problem& P, Rng& rng, int tok) {
+    int base, len;
+    P.req_of(tok, base, len);
+    int* row = &P.idx[(size_t)tok * P.idx_st];
+    for (int j = 0; j < P.topk; ++j) row[j] = -1;
+    row[P.topk - 1] = rng.below(len);
+}
+static void row_same(Problem& P, Rng& rng, int tok) {
+    int base, len;
+    P.req_of(tok, base, len);
+    int* row = &P.idx[(size_t)tok * P.idx_st];
+    const int v = rng.below(len);
+    for (int j = 0; j < P.topk; ++j) row[j] = v;
+}
+
+static void reference(Problem& P) {
+    const int nc = (int)P.check_toks.size();
+    P.r_out.assign((size_t)nc * P.h * 512, 0.0);
+    P.r_lse.assign((size_t)nc * P.h, 0.0);
+    P.r_ml.assign((size_t)nc * P.h, 0.0);
+    std::vector<float> kvf((size_t)P.s_kv * 576);
+    for (int r = 0; r < P.s_kv; ++r)
+        for (int d = 0; d < 576; ++d) kvf[(size_t)r * 576 + d] = bf2f(P.kv[(size_t)r * P.kv_st + d]);
+    parallel_for(nc * P.h, [&](int job) {
+        const int ci = job / P.h, hh = job % P.h, tok = P.check_toks[ci];
+        int base, len;
+        P.req_of(tok, base, len);
+        std::vector<int> rows;
+        for (int j = 0; j < P.topk; ++j) {
+            int v = P.idx[(size_t)tok * P.idx_st + j];
+            if (v >= 0 && v < len) rows.push_back(base + v);
+        }
+        double* o = &P.r_out[((size_t)ci * P.h + hh) * 512];
+        if (rows.empty()) {
+            P.r_lse[(size_t)ci * P.h + hh] = -INFINITY;
+            P.r_ml[(size_t)ci * P.h + hh] = -INFINITY;
+            return;
+        }
+        double qd[576];
+        for (int d = 0; d < 576; ++d) qd[d] = bf2f(P.q[(size_t)tok * P.q_st + hh * P.q_sh + d]);
+        std::vector<double> lg(rows.size());
+        double m = -INFINITY;
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const float* k = &kvf[(size_t)rows[i] * 576];
+            double acc = 0;
+            for (int d = 0; d < 576; ++d) acc += qd[d] * k[d];
+            lg[i] = acc * (double)P.sm_scale;
+            m = std::max(m, lg[i]);
+        }
+        double L = 0;
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const double e = exp(lg[i] - m);
+            L += e;
+            const float* k = &kvf[(size_t)rows[i] * 576];
+            for (int d = 0; d < 512; ++d) o[d] += e * k[d];
+        }
+        for (int d = 0; d < 512; ++d) o[d] /= L;
+        P.r_lse[(size_t)ci * P.h + hh] = m + log(L);
+        P.r_ml[(size_t)ci * P.h + hh] = m;
+    });
+}
+
+static void upload(Problem& P) {
+    CK(cudaMalloc(&P.dq, P.q.size() * 2));
+    CK(cudaMemcpy(P.dq, P.q.data(), P.q.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&P.dkv, P.kv.size() * 2));
+    CK(cudaMemcpy(P.dkv, P.kv.data(), P.kv.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&P.didx, P.idx.size() * 4));
+    CK(cudaMemcpy(P.didx, P.idx.data(), P.idx.size() * 4, cudaMemcpyHostToDevice));
+    P.out_elems = (size_t)P.s_q * P.o_st;
+    P.lse_elems = (size_t)P.s_q * P.lse_st;
+    CK(cudaMalloc(&P.dout, P.out_elems * 2));
+    CK(cudaMalloc(&P.dlse, P.lse_elems * 4));
+    CK(cudaMalloc(&P.dml, P.lse_elems * 4));
+    if (!P.cu_q.empty()) {
+        CK(cudaMalloc(&P.dcuq, P.cu_q.size() * 4));
+        CK(cudaMemcpy(P.dcuq, P.cu_q.data(), P.cu_q.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&P.dcukv, P.cu_kv.size() * 4));
+        CK(cudaMemcpy(P.dcukv, P.cu_kv.data(), P.cu_kv.size() * 4, cudaMemcpyHostToDevice));
+    }
+    P.valid_pairs = 0;
+    for (int t = 0; t < P.s_q; ++t) {
+        int base, len;
+        P.req_of(t, base, len);
+        for (int j = 0; j < P.topk; ++j) {
+            int v = P.idx[(size_t)t * P.idx_st + j];
+            P.valid_pairs += (v >= 0 && v < len);
+        }
+    }
+}
+static void release(Problem& P) {
+    cudaFree(P.dq);
+    cudaFree(P.dkv);
+    cudaFree(P.didx);
+    cudaFree(P.dout);
+    cudaFree(P.dlse);
+    cudaFree(P.dml);
+    if (P.dcuq) cudaFree(P.dcuq);
+    if (P.dcukv) cudaFree(P.dcukv);
+    P = Problem();
+}
+
+static SparseMqaFwdParams params(const Problem& P) {
+    SparseMqaFwdParams p{};
+    p.q = P.dq;
+    p.q_stride_tok = P.q_st;
+    p.q_stride_head = P.q_sh;
+    p.kv = P.dkv;
+    p.kv_stride_tok = P.kv_st;
+    p.indices = P.didx;
+    p.idx_stride_tok = P.idx_st;
+    p.out = P.dout;
+    p.o_stride_tok = P.o_st;
+    p.o_stride_head = P.o_sh;
+    p.lse = P.dlse;
+    p.lse_stride_tok = P.lse_st;
+    p.max_logits = P.dml;
+    p.ml_stride_tok = P.lse_st;
+    p.cu_seqlens_q = P.cu_q.empty() ? nullptr : P.dcuq;
+    p.cu_seqlens_kv = P.cu_q.empty() ? nullptr : P.dcukv;
+    p.batch = P.batch;
+    p.s_q = P.s_q;
+    p.s_kv = P.s_kv;
+    p.num_heads = P.h;
+    p.topk = P.topk;
+    p.sm_scale = P.sm_scale;
+    p.sm_scale_log2 = (float)(P.sm_scale * 1.4426950408889634);
+    return p;
+}
+
+static void poison(Problem& P) {
+    std::vector<uint16_t> po(P.out_elems, kPoisonBf);
+    CK(cudaMemcpy(P.dout, po.data(), P.out_elems * 2, cudaMemcpyHostToDevice));
+    std::vector<uint32_t> pl(P.lse_elems, kPoisonF);
+    CK(cudaMemcpy(P.dlse, pl.data(), P.lse_elems * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(P.dml, pl.data(), P.lse_elems * 4, cudaMemcpyHostToDevice));
+}
+
+struct Result {
+    bool ok = true;
+    double rel = 0, max_ratio = 0, lse_err = 0, ml_err = 0;
+    long fails = 0, guard_bad = 0;
+    bool deterministic = true;
+    std::string first_fail;
+};
+
+static Result run_check(Problem& P, const Cfg& c) {
+    Result R;
+    SparseMqaFwdParams p = params(P);
+    std::vector<uint16_t> o1(P.out_elems), o2(P.out_elems);
+    std::vector<float> l1(P.lse_elems), m1(P.lse_elems), l2(P.lse_elems), m2(P.lse_elems);
+    for (int rep = 0; rep < 2; ++rep) {
+        poison(P);
+        CK(c.launch(&p, 0));
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy((rep ? o2 : o1).data(), P.dout, P.out_elems * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy((rep ? l2 : l1).data(), P.dlse, P.lse_elems * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy((rep ? m2 : m1).data(), P.dml, P.lse_elems * 4, cudaMemcpyDeviceToHost));
+    }
+    R.deterministic = memcmp(o1.data(), o2.data(), o1.size() * 2) == 0 && memcmp(l1.data(), l2.data(), l1.size() * 4) == 0 &&
+                      memcmp(m1.data(), m2.data(), m1.size() * 4) == 0;
+    double num = 0, den = 0;
+    auto fail = [&](const char* what, int tok, int hh, int d, double got, double ref) {
+        if (R.fails++ == 0) {
+            char b[256];
+            snprintf(b, sizeof b, "%s tok %d head %d col %d: got %.6g ref %.6g", what, tok, hh, d, got, ref);
+            R.first_fail = b;
+        }
+    };
+    for (size_t ci = 0; ci < P.check_toks.size(); ++ci) {
+        const int tok = P.check_toks[ci];
+        for (int hh = 0; hh < P.h; ++hh) {
+            const double* r = &P.r_out[(ci * P.h + hh) * 512];
+            double ss = 0;
+            for (int d = 0; d < 512; ++d) ss += r[d] * r[d];
+            const double rms = sqrt(ss / 512);
+            for (int d = 0; d < 512; ++d) {
+                const double g = bf2f(o1[(size_t)tok * P.o_st + hh * P.o_sh + d]);
+                const double e = fabs(g - r[d]);
+                num += e * e;
+                den += r[d] * r[d];
+                const double tol = 2e-2 * std::max(fabs(r[d]), rms);
+                if (!std::isfinite(g)) fail("out not finite", tok, hh, d, g, r[d]);
+                else if (rms == 0 ? g != 0 : e > tol) fail("out", tok, hh, d, g, r[d]);
+                if (rms > 0) R.max_ratio = std::max(R.max_ratio, e / std::max(fabs(r[d]), rms));
+            }
+            for (int which = 0; which < 2; ++which) {
+                const double g = (which ? m1 : l1)[(size_t)tok * P.lse_st + hh];
+                const double ref = (which ? P.r_ml : P.r_lse)[ci * P.h + hh];
+                if (std::isinf(ref)) {
+                    if (!(std::isinf(g) && g < 0)) fail(which ? "max_logits" : "lse", tok, hh, -1, g, ref);
+                } else {
+                    const double e = fabs(g - ref);
+                    if (!std::isfinite(g) || e > 1e-3) fail(which ? "max_logits" : "lse", tok, hh, -1, g, ref);
+                    if (std::isfinite(g)) (which ? R.ml_err : R.lse_err) = std::max(which ? R.ml_err : R.lse_err, e);
+                }
+            }
+        }
+        // guards: head padding of out (columns >= 512 of each head, heads >= h), lse/ml past h
+        for (mj_i64 e = 0; e < P.o_st; ++e) {
+            const mj_i64 hh = e / P.o_sh, d = e % P.o_sh;
+            if ((hh >= P.h || d >= 512) && o1[(size_t)tok * P.o_st + e] != kPoisonBf) R.guard_bad++;
+        }
+        for (mj_i64 hh = P.h; hh < P.lse_st; ++hh) {
+            uint32_t a, b;
+            memcpy(&a, &l1[(size_t)tok * P.lse_st + hh], 4);
+            memcpy(&b, &m1[(size_t)tok * P.lse_st + hh], 4);
+            if (a != kPoisonF || b != kPoisonF) R.guard_bad++;
+        }
+    }
+    R.rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    R.ok = R.fails == 0 && R.guard_bad == 0 && R.deterministic && R.rel <= 2e-2;
+    return R;
+}
+
+// ---- the correctness cases ----
+static std::vector<int> all_toks(int n) {
+    std::vector<int> v(n);
+    for (int i = 0; i < n; ++i) v[i] = i;
+    return v;
+}
+
+static Problem make_case(int which, Rng& rng) {
+    Problem P;
+    std::vector<int> scratch;
+    auto basic = [&](const char* name, int s_q, int s_kv, int h, int topk, float q_scale) {
+        P.name = name;
+        P.s_q = s_q;
+        P.s_kv = s_kv;
+        P.h = h;
+        P.topk = topk;
+        P.sm_scale = (float)(1.0 / sqrt(192.0) * 1.3);
+        alloc_inputs(P, rng, q_scale, true);
+        P.check_toks = all_toks(s_q);
+    };
+    switch (which) {
+        case 0:
+            basic("h16 topk64 mixed-invalid/empty/dups/last-only", 6, 300, 16, 64, 1.0f);
+            for (int t = 0; t < 6; ++t) row_random(P, rng, t, 0.2);
+            row_empty(P, 2);
+            row_same(P, rng, 4);
+            row_last_only(P, rng, 5);
+            break;
+        case 1:
+            basic("h20 topk2048 random 10% invalid, empty row, last-only row", 5, 3000, 20, 2048, 1.0f);
+            for (int t = 0; t < 5; ++t) row_random(P, rng, t, 0.1);
+            row_empty(P, 1);
+            row_last_only(P, rng, 3);
+            break;
+        case 2:
+            basic("h32 topk128 s_kv50 (heavy duplicates)", 6, 50, 32, 128, 1.0f);
+            for (int t = 0; t < 6; ++t) row_random(P, rng, t, 0.1);
+            break;
+        case 3:
+            basic("h64 topk2048 causal/empty/random/last-only/50% invalid", 5, 5000, 64, 2048, 1.0f);
+            row_causal(P, rng, 0, 100, scratch);
+            row_empty(P, 1);
+            row_random(P, rng, 2, 0.0);
+            row_last_only(P, rng, 3);
+            row_random(P, rng, 4, 0.5);
+            break;
+        case 4: {
+            basic("h128 topk2048 causal prefix rows (pos 0..4095)", 10, 4096, 128, 2048, 1.0f);
+            const int pos[10] = {0, 1, 63, 64, 65, 1000, 2047, 2048, 3000, 4095};
+            for (int t = 0; t < 10; ++t) row_causal(P, rng, t, pos[t], scratch);
+            break;
+        }
+        case 5: {
+            basic("batched h24 topk256 (empty request, request-local ranges)", 9, 1760, 24, 256, 1.0f);
+            P.batch = 4;
+            P.cu_q = {0, 3, 3, 7, 9};
+            P.cu_kv = {0, 400, 450, 1700, 1760};
+            for (int t = 0; t < 9; ++t) row_random(P, rng, t, 0.15);
+            row_empty(P, 5);
+            break;
+        }
+        case 6:
+            basic("h1 topk64", 3, 200, 1, 64, 1.0f);
+            for (int t = 0; t < 3; ++t) row_random(P, rng, t, 0.1);
+            break;
+        case 7:
+            basic("h128 topk512 peaky logits (q x3), 30% invalid", 24, 2048, 128, 512, 3.0f);
+            for (int t = 0; t < 24; ++t) row_random(P, rng, t, 0.3);
+            break;
+        case 8:
+            basic("h100 topk1024 (partial head block)", 6, 1500, 100, 1024, 1.0f);
+            for (int t = 0; t < 6; ++t) row_random(P, rng, t, 0.05);
+            break;
+        case 9:
+            basic("h64 topk192", 4, 1000, 64, 192, 1.0f);
+            for (int t = 0; t < 4; ++t) row_random(P, rng, t, 0.1);
+            break;
+        case 10:
+            basic("h48 topk100 (not a multiple of 64: beyond the contract)", 4, 700, 48, 100, 1.0f);
+            for (int t = 0; t < 4; ++t) row_random(P, rng, t, 0.1);
+            break;
+        default:
+            break;
+    }
+    return P;
+}
+static const int kNumCases = 11;
+
+static std::vector<const Cfg*> pick(const std::string& list) {
+    std::vector<const Cfg*> v;
+    for (const Cfg& c : kCfgs)
+        if (list.empty() || ("," + list + ",").find("," + std::string(c.tag) + ",") != std::string::npos) v.push_back(&c);
+    return v;
+}
+
+static Problem make_bench(int h, Rng& rng) {
+    Problem P;
+    P.name = "bench";
+    P.s_q = 4096;
+    P.s_kv = 4096;
+    P.h = h;
+    P.topk = 2048;
+    P.sm_scale = (float)(1.0 / sqrt(192.0) * 1.3);
+    alloc_inputs(P, rng, 1.0f, false);
+    std::vector<int> scratch;
+    for (int t = 0; t < P.s_q; ++t) row_causal(P, rng, t, t, scratch);
+    P.check_toks = {0, 1, 2, 63, 64, 1000, 2046, 2047, 2048, 3071, 4095};
+    for (int i = 0; i < 5; ++i) P.check_toks.push_back(rng.below(P.s_q));
+    return P;
+}
+
+int main(int argc, char** argv) {
+    std::string cfg_list, bench_list, bench_heads = "128,64,32,16";
+    int reps = 15;
+    bool check = true, bench = true, sanitize = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--configs" && i + 1 < argc) cfg_list = argv[++i];
+        else if (a == "--bench-configs" && i + 1 < argc) bench_list = argv[++i];
+        else if (a == "--no-check") check = false;
+        else if (a == "--bench-heads" && i + 1 < argc) bench_heads = argv[++i];
+        else if (a == "--reps" && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (a == "--no-bench") bench = false;
+        else if (a == "--sanitize") sanitize = true, bench = false;
+        else if (a == "--log" && i + 1 < argc) g_log = fopen(argv[++i], "w");
+        else {
+            fprintf(stderr, "unknown argument %s\n", a.c_str());
+            return 2;
+        }
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    out("device: %s, %d SMs, L2 %d MB, smem/block optin %zu\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
+        prop.sharedMemPerBlockOptin);
+    const auto cfgs = pick(cfg_list);
+    const uint64_t seed = (uint64_t)time(nullptr);
+    Rng rng(seed);
+    out("seed %llu\n", (unsigned long long)seed);
+    int total_fail = 0, total_run = 0;
+
+    if (check) {
+        for (int cs = 0; cs < kNumCases; ++cs) {
+            if (sanitize && cs != 3 && cs != 8) continue;
+            Problem P = make_case(cs, rng);
+            reference(P);
+            upload(P);
+            out("case %d: %s  (s_q %d, s_kv %d, h %d, topk %d)\n", cs, P.name.c_str(), P.s_q, P.s_kv, P.h, P.topk);
+            for (const Cfg* c : cfgs) {
+                Result R = run_check(P, *c);
+                total_run++;
+                total_fail += !R.ok;
+                out("  %-12s %s  rel %.3e  max|e|/scale %.3e  lse %.2e  ml %.2e  fails %ld  guard %ld  det %s %s\n", c->tag,
+                    R.ok ? "PASS" : "FAIL", R.rel, R.max_ratio, R.lse_err, R.ml_err, R.fails, R.guard_bad,
+                    R.deterministic ? "yes" : "NO", R.first_fail.c_str());
+            }
+            release(P);
+        }
+    }
+
+    struct Row {
+        std::string tag;
+        int h;
+        double ms, tf_all, tf_valid;
+        bool ok;
+    };
+    std::vector<Row> rows;
+    if (bench) {
+        std::vector<int> hs;
+        for (size_t a = 0; a < bench_heads.size();) {
+            size_t b = bench_heads.find(',', a);
+            if (b == std::string::npos) b = bench_heads.size();
+            hs.push_back(atoi(bench_heads.substr(a, b - a).c_str()));
+            a = b + 1;
+        }
+        for (int h : hs) {
+            Problem P = make_bench(h, rng);
+            reference(P);
+            upload(P);
+            const double flops_all = 2.0 * P.s_q * (double)h * P.topk * (576 + 512);
+            const double flops_valid = 2.0 * P.valid_pairs * h * (576 + 512);
+            out("bench h=%d: s_q=s_kv=%d topk=%d, valid fraction %.4f\n", h, P.s_q, P.topk, P.valid_pairs / ((double)P.s_q * P.topk));
+            std::vector<const Cfg*> sel;
+            for (const Cfg* c : pick(bench_list)) {
+                if (!cfg_list.empty() && std::find(cfgs.begin(), cfgs.end(), c) == cfgs.end()) continue;
+                // small head counts only on small tiles and the default, big ones only on 64-head tiles
+                if (h >= 64 && c->bh != 64) continue;
+                if (h == 32 && c->bh == 16) continue;
+                if (h == 16 && !(c->bh == 16 || !strcmp(c->tag, "h64n64s2"))) continue;
+                sel.push_back(c);
+            }
+            if (!sel.empty()) sel.push_back(sel.front());  // the first again: run-to-run spread
+            for (size_t si = 0; si < sel.size(); ++si) {
+                const Cfg* c = sel[si];
+                const bool repeat = si + 1 == sel.size() && sel.size() > 1;
+                Result R;
+                if (!repeat) {
+                    R = run_check(P, *c);
+                    total_run++;
+                    total_fail += !R.ok;
+                }
+                SparseMqaFwdParams p = params(P);
+                for (int i = 0; i < 3; ++i) CK(c->launch(&p, 0));
+                CK(cudaDeviceSynchronize());
+                cudaEvent_t e0, e1;
+                CK(cudaEventCreate(&e0));
+                CK(cudaEventCreate(&e1));
+                std::vector<float> ts;
+                for (int i = 0; i < reps; ++i) {
+                    CK(cudaEventRecord(e0));
+                    CK(c->launch(&p, 0));
+                    CK(cudaEventRecord(e1));
+                    CK(cudaEventSynchronize(e1));
+                    float ms;
+                    CK(cudaEventElapsedTime(&ms, e0, e1));
+                    ts.push_back(ms);
+                }
+                std::sort(ts.begin(), ts.end());
+                const double ms = ts[ts.size() / 2];
+                const std::string tag = std::string(c->tag) + (repeat ? "(again)" : "");
+                rows.push_back({tag, h, ms, flops_all / ms * 1e-9, flops_valid / ms * 1e-9, R.ok});
+                out("  %-17s %s rel %.3e lse %.2e ml %.2e det %s  %.3f ms (min %.3f max %.3f)  %.1f TFLOP/s (valid %.1f) %s\n",
+                    tag.c_str(), repeat ? "----" : R.ok ? "PASS" : "FAIL", R.rel, R.lse_err, R.ml_err, R.deterministic ? "yes" : "NO", ms,
+                    ts.front(), ts.back(), flops_all / ms * 1e-9, flops_valid / ms * 1e-9, R.first_fail.c_str());
+                CK(cudaEventDestroy(e0));
+                CK(cudaEventDestroy(e1));
+            }
+            release(P);
+        }
+    }
+    out("\n%d checks, %d failed\n", total_run, total_fail);
+    if (!rows.empty()) {
+        out("%-17s %5s %9s %12s %14s %s\n", "config", "heads", "ms", "TFLOP/s", "TFLOP/s valid", "check");
+        for (auto& r : rows)
+            out("%-17s %5d %9.3f %12.1f %14.1f %s\n", r.tag.c_str(), r.h, r.ms, r.tf_all, r.tf_valid, r.ok ? "ok" : "FAIL");
+    }
+    if (g_log) fclose(g_log);
+    return total_fail ? 1 : 0;
+}
