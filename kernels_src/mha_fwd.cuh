@@ -1,18 +1,19 @@
 // mlajit MHA prefill forward, portable tier (mma.sync m16n8k16 bf16, sm_80 and newer).
 // FlashAttention-2 schedule: one block = MJ_BLOCK_M queries of one (request, head); each warp owns 16 query
-// rows end to end (its Q fragments, S, P and O live in its registers), K/V tiles of MJ_BLOCK_N keys stream
-// through double-buffered shared memory. Causal with bottom-right alignment; MJ_MASKED=1 also ANDs the
-// packed top-k bitmask (see MhaFwdParams in mlajit_abi.h for the layout and the semantics).
+// rows end to end (its S, P, O and, below 128-key tiles, Q fragments live in its registers), K/V tiles of
+// MJ_BLOCK_N keys stream through double-buffered shared memory. Causal with bottom-right alignment;
+// MJ_MASKED=1 also ANDs the packed top-k bitmask (see MhaFwdParams in mlajit_abi.h for the layout).
 //
 // SUPPORTED CONFIGS (MJ_BLOCK_M, MJ_BLOCK_N, MJ_WARPS, MJ_STAGES):
-//   (128, 64, 8, 2)   default (130.25 KiB shared memory, 1 block/SM; fits sm_80's 163 KiB)
-//   (128, 64, 8, 3)   ping-pong schedule, see the key loop (171.25 KiB: sm_90 / sm_100 class only)
-//   ( 64, 64, 4, 2)   smaller query tile (105.25 KiB, 2 blocks/SM on sm_90)
-//   ( 64, 32, 4, 2)   for GPUs with ~100 KiB of shared memory per block (sm_86/sm_89; 64.75 KiB)
-//   Rule behind the list: MJ_BLOCK_M == 16 * MJ_WARPS, MJ_WARPS in {4, 8}, MJ_BLOCK_N in {32, 64},
-//   MJ_STAGES == 2, or 3 with 8 warps; shapes MJ_D_NOPE = 128, MJ_D_ROPE = 64, MJ_D_V = 128;
+//   (128,  64, 8, 2)   default (130.25 KiB shared memory, 1 block/SM; fits sm_80's 163 KiB)
+//   ( 64,  64, 4, 2)   smaller query tile (105.25 KiB, 2 blocks/SM on sm_90)
+//   ( 64,  32, 4, 2)   for GPUs with ~100 KiB of shared memory per block (sm_86/sm_89; 64.75 KiB)
+//   (128, 128, 8, 2)   Q re-read from shared memory (212.25 KiB: sm_90 / sm_100 class only)
+//   Rule behind the list: MJ_BLOCK_M == 16 * MJ_WARPS, MJ_WARPS in {4, 8}, MJ_BLOCK_N in {32, 64}
+//   (128 with 8 warps), MJ_STAGES == 2; shapes MJ_D_NOPE = 128, MJ_D_ROPE = 64, MJ_D_V = 128;
 //   MJ_MASKED in {0, 1}; MJ_ARCH >= 80. Other combinations of the rule compile but only the four
-//   above are tested.
+//   above are tested. H200, h=128, S=8192 dense causal: (128,128) 8.49 ms, (64,64) 8.68 ms,
+//   (128,64) 8.72 ms, (64,32) 9.75 ms; at S=4096 (64,64) is fastest (docs/perf_mha_notes.md).
 //
 // Input requirements (the host checks them): every row (q, k_nope, k_pe, v, out) starts 16-byte aligned,
 // i.e. base pointers 16-byte aligned and token/head strides multiples of 8 elements; lse and mask may
@@ -25,9 +26,9 @@ static_assert(MJ_D_NOPE == 128 && MJ_D_ROPE == 64 && MJ_D_V == 128,
               "mha_fwd: only d_nope 128, d_rope 64, d_v 128 (DeepSeek MLA after up-projection)");
 static_assert(MJ_WARPS == 4 || MJ_WARPS == 8, "mha_fwd: MJ_WARPS must be 4 or 8");
 static_assert(MJ_BLOCK_M == 16 * MJ_WARPS, "mha_fwd: each warp owns 16 query rows (MJ_BLOCK_M = 16 * MJ_WARPS)");
-static_assert(MJ_BLOCK_N == 32 || MJ_BLOCK_N == 64, "mha_fwd: MJ_BLOCK_N must be 32 or 64");
-static_assert(MJ_STAGES == 2 || (MJ_STAGES == 3 && MJ_WARPS == 8),
-              "mha_fwd: MJ_STAGES must be 2, or 3 with 8 warps (the ping-pong schedule, see the key loop)");
+static_assert(MJ_BLOCK_N == 32 || MJ_BLOCK_N == 64 || (MJ_BLOCK_N == 128 && MJ_WARPS == 8),
+              "mha_fwd: MJ_BLOCK_N must be 32 or 64, or 128 with 8 warps");
+static_assert(MJ_STAGES == 2, "mha_fwd: MJ_STAGES must be 2 (one tile in flight while one is consumed)");
 static_assert(MJ_MASKED == 0 || MJ_MASKED == 1, "mha_fwd: MJ_MASKED must be 0 or 1");
 
 namespace mj_mha {
@@ -62,7 +63,10 @@ constexpr int R16 = NT / 16;
 constexpr int R8 = NT / 8;
 static_assert(R16 % 8 == 0 && BM % R16 == 0 && BN % R16 == 0 && BM % R8 == 0 && BN % R8 == 0, "");
 constexpr int MIN_BLOCKS = NT == 256 ? 1 : 2;
-constexpr bool PINGPONG = MJ_STAGES == 3;
+// With 128-key tiles S and P take 96 registers, so the Q fragments (48) no longer fit beside them and are
+// re-read from shared memory at every k-step instead (+15 % ldmatrix traffic). Measured on H200: this
+// costs 8 % at 64-key tiles, where the registers are not needed.
+constexpr bool Q_IN_SMEM = BN == 128;
 
 // Rows are 256 or 384 bytes, a multiple of the 128-byte bank period, so without a swizzle the 8 rows one
 // ldmatrix phase reads would all hit the same 4 banks. XOR-ing the chunk's low 3 bits with the row's
@@ -241,13 +245,14 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
     const int g = lane >> 2, qd = lane & 3;  // mma fragment row group and column pair
     const int qpos0 = w_min_q + g, qpos1 = qpos0 + 8;
 
-    // Q stays in registers for the whole key loop: 12 k-steps x 4 registers.
-    mj_u32 qf[KSTEPS][4];
-    {
-        const int r = warp * 16 + (lane & 15);
-        const int y = (lane >> 4) ^ (r & 7);  // (2kk + hi) ^ (r & 7) == 2kk ^ (hi ^ (r & 7)): no carry into bit 0
+    // Q stays in registers for the whole key loop (12 k-steps x 4 registers) unless Q_IN_SMEM.
+    const int q_r = warp * 16 + (lane & 15);
+    const int q_y = (lane >> 4) ^ (q_r & 7);  // (2kk + hi) ^ (r & 7) == 2kk ^ (hi ^ (r & 7)): no carry into bit 0
+    const mj_u32 sQw = sQ + q_r * QK_PITCH;
+    mj_u32 qf[Q_IN_SMEM ? 1 : KSTEPS][4];
+    if constexpr (!Q_IN_SMEM) {
 #pragma unroll
-        for (int kk = 0; kk < KSTEPS; ++kk) mj_ldmatrix_x4(qf[kk], sQ + r * QK_PITCH + (((2 * kk) ^ y) << 4));
+        for (int kk = 0; kk < KSTEPS; ++kk) mj_ldmatrix_x4(qf[kk], sQw + (((2 * kk) ^ q_y) << 4));
     }
     // ldmatrix lane addressing (row inside the tile, XOR term of the chunk) for K (B of Q K^T, no
     // transpose: K rows are n, columns are k) and V (B of P V, transposed: V rows are k).
@@ -280,28 +285,17 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
             }
         }
     };
-    // Ping-pong (3 stages): the second half of the warps runs each tile's P V one tile late, at the start
-    // of the next step. Both halves still meet at one barrier per tile, but inside a step half A does
-    // [Q K^T, softmax, P V] while half B does [P V (previous), Q K^T, softmax], so on every scheduler
-    // (which holds one warp of each half) one warp's softmax runs while the other keeps the tensor pipe
-    // busy. The delayed P V reads the previous stage, which the prefetch does not touch with 3 stages.
-    const bool late_pv = PINGPONG && warp >= MJ_WARPS / 2;
-    bool pv_pending = false;
-    int pv_stage = 0;
-
     int stage = 0;
     while (tile >= 0) {
         const int next = next_tile(tile);
         mj_cp_async_wait<0>();
         // One barrier per tile: it publishes this tile's copies and also proves every warp has finished
         // the step before, so the stage the prefetch below overwrites is no longer read by anyone.
+        // (A 3-stage ping-pong variant that ran half the warps' P V one step late, to overlap softmax
+        // with MMAs across warps, measured no faster: each warp's own dependency chains dominate.)
         __syncthreads();
         if (next >= 0) load_kv(next, stage + 1 == MJ_STAGES ? 0 : stage + 1);
         mj_cp_async_commit();
-        if (late_pv && pv_pending) {
-            pv(pv_stage);
-            pv_pending = false;
-        }
 
         const int n0 = tile * BN;
         bool live = warp_live && n0 <= w_max_q;  // tiles wholly in this warp's future: nothing to do
@@ -321,12 +315,15 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
             for (int j = 0; j < NTN; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; ++kk) {
+                mj_u32 qs[4];
+                if constexpr (Q_IN_SMEM) mj_ldmatrix_x4(qs, sQw + (((2 * kk) ^ q_y) << 4));
+                const mj_u32* qa = Q_IN_SMEM ? qs : qf[Q_IN_SMEM ? 0 : kk];
 #pragma unroll
                 for (int pp = 0; pp < BN / 16; ++pp) {
                     mj_u32 bk[4];
                     mj_ldmatrix_x4(bk, sK + pp * 16 * QK_PITCH + (((2 * kk) ^ k_y) << 4));
-                    mj_mma_bf16_16816(s[2 * pp], qf[kk], bk);
-                    mj_mma_bf16_16816(s[2 * pp + 1], qf[kk], bk + 2);
+                    mj_mma_bf16_16816(s[2 * pp], qa, bk);
+                    mj_mma_bf16_16816(s[2 * pp + 1], qa, bk + 2);
                 }
             }
 
@@ -378,6 +375,15 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
                 row_max[i] = mx[i];
                 row_sum[i] *= alpha[i];
             }
+            // Unconditional: skipping it when every alpha is 1 was measured slower (a warp's 16 rows
+            // rarely all keep their max, and the branch splits the exps from the P V MMAs).
+#pragma unroll
+            for (int j = 0; j < NTO; ++j) {
+                o[j][0] *= alpha[0];
+                o[j][1] *= alpha[0];
+                o[j][2] *= alpha[1];
+                o[j][3] *= alpha[1];
+            }
 #pragma unroll
             for (int t = 0; t < BN / 16; ++t) {
                 float p[2][4];
@@ -395,27 +401,11 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
                 pf[t][2] = mj_pack_bf16x2(p[1][0], p[1][1]);
                 pf[t][3] = mj_pack_bf16x2(p[1][2], p[1][3]);
             }
-            // Past the first few tiles a row's max rarely moves, and then alpha is exactly 1.
-            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-                for (int j = 0; j < NTO; ++j) {
-                    o[j][0] *= alpha[0];
-                    o[j][1] *= alpha[0];
-                    o[j][2] *= alpha[1];
-                    o[j][3] *= alpha[1];
-                }
-            }
-            if (late_pv) {
-                pv_pending = true;
-                pv_stage = stage;
-            } else {
-                pv(stage);
-            }
+            pv(stage);
         }
         tile = next;
         stage = stage + 1 == MJ_STAGES ? 0 : stage + 1;
     }
-    if (late_pv && pv_pending) pv(pv_stage);  // no prefetch ran after the last step: its stage is intact
 
     // ---- epilogue: normalize, stage through this warp's own (dead) Q rows, 16-byte coalesced stores ----
     if (!warp_live) return;

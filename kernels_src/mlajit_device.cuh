@@ -106,3 +106,32 @@ MJ_DEVICE void mj_st_global_v4(void* gmem, const mj_u32 r[4]) {
     asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(gmem), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                  : "memory");
 }
+// Named-barrier arrive without waiting (producer side of a bar.sync by other warps with the same count).
+MJ_DEVICE void mj_bar_arrive(int id, int nthreads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+// mbarrier (sm_80+): 64-bit shared-memory barrier with a phase bit; arrive has release, the wait acquire
+// semantics, and cp.async completion can arrive on it (noinc: the init count must include those arrivals).
+MJ_DEVICE void mj_mbar_init(mj_u32 bar, unsigned count) {
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+MJ_DEVICE void mj_mbar_arrive(mj_u32 bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
+MJ_DEVICE void mj_cp_async_mbar_arrive_noinc(mj_u32 bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(bar) : "memory");
+}
+// Wait until the phase with the given parity has completed.
+MJ_DEVICE void mj_mbar_wait(mj_u32 bar, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile(
+        "{\n .reg .pred p;\n MJ_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra MJ_WAIT;\n}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#else
+    asm volatile(
+        "{\n .reg .pred p;\n MJ_WAIT:\n mbarrier.test_wait.parity.shared.b64 p, [%0], %1;\n @!p bra MJ_WAIT;\n}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#endif
+}

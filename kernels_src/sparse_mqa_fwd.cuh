@@ -7,12 +7,12 @@
 // within the arch's per-block opt-in limit: sm_80 166912 B, sm_90 232448 B).
 //
 //   BLOCK_H BLOCK_N WARPS STAGES  smem (B)  arch        blocks/SM      use
-//      64      64     8     2      230240   sm_90       1              default sm_90, h > 32
+//      64      64     8     2      230304   sm_90       1              default sm_90, h > 32 (ping-pong)
 //      64      32     8     3      189312   sm_90       1
 //      64      32     8     2      152416   sm_80 sm_90 1              default sm_80, h > 32
-//      32      64     8     2      189152   sm_90       1
-//      32      32     8     2      113376   sm_80 sm_90 1 (sm_90: 2)   default 16 < h <= 32
-//      16      64     8     2      168608   sm_90       1
+//      32      64     8     2      189216   sm_90       1
+//      32      32     8     2      113376   sm_80 sm_90 1              default 16 < h <= 32
+//      16      64     8     2      168672   sm_90       1
 //      16      32     8     2       93856   sm_80 sm_90 1 (sm_90: 2)   default h <= 16
 //      16      32     8     3      130752   sm_80 sm_90 1
 //      16      32     8     4      167648   sm_90       1
@@ -28,20 +28,35 @@
 //  * S = Q K^T: warps tile S (WM x WN per warp). For BLOCK_H = 64 each pair of warps splits the 576-long
 //    reduction in half (KSPLIT = 2): that cuts the ldmatrix traffic of this phase by a third, which is
 //    what bounds mma.sync here. The pair then reduce-scatters its two 32x32 partials through shared memory
-//    (each warp keeps 16 rows), in space that is free at that moment (the P tile and the rope columns of the
-//    ring slot being refilled), since a 64-head block leaves no other room on sm_90.
+//    (each warp keeps 16 rows).
 //  * Softmax: the warps owning one row exchange their tile maxima through shared memory (named barrier
 //    over that row group only), then write P (bf16) and the rescale factor of each row.
-//  * O = P V: each warp owns all BLOCK_H rows x 64 of the 512 output columns (BLOCK_H = 64: 128 fp32
-//    accumulators per thread). A 64x64 warp tile reads the fewest shared-memory bytes per mma.
+//  * O = P V: every thread holds 128 fp32 accumulators at BLOCK_H = 64 (64 heads x 512 columns over 8 warps).
 //  * Tiles whose indices are all invalid (the -1 padding of early queries) are skipped entirely: a
 //    bitmap of non-empty tiles is built from the index row before the loop.
 //  * Row sums stay per thread until the epilogue; O is normalized, staged through shared memory and
 //    written with 16-byte stores.
+// Two schedules of the same math:
+//  * lock-step (every config): the whole block moves tile by tile between block barriers; each warp's
+//    P V tile is all BLOCK_H rows x 64 columns. The exchange borrows the P tile and the rope columns of the
+//    ring slot being refilled (its rope gather is issued after the exchange), since a 64-head block leaves
+//    no other room on sm_90.
+//  * ping-pong (default for 64 x 64 tiles; MJ_MQA_PINGPONG): the two 32-head halves of the block run as
+//    independent 4-warp groups that take turns at S = Q K^T (ldmatrix-bound) while the other group does
+//    softmax and P V (tensor-bound), so both pipes stay busy. Only the K ring is shared: per-slot mbarriers
+//    (full: cp.async completion of all 256 threads; empty: every thread after its P V reads). Each group
+//    gathers its own 32 rows of every tile, which is what lets its exchange use only its own P rows.
+//    Measured on H200 (h 128, 4096 tokens, topk 2048): 5.89 ms against 6.60 ms lock-step.
 #include "mlajit_device.cuh"
 
-#ifndef MJ_MQA_KSPLIT  // development override only; the runtime never sets it
+#ifndef MJ_MQA_KSPLIT  // development overrides only; the runtime never sets them
 #define MJ_MQA_KSPLIT (MJ_BLOCK_H == 64 ? 2 : 1)
+#endif
+#ifndef MJ_MQA_PINGPONG  // default: ping-pong where it was measured faster (64 heads x 64 keys, sm_90)
+#define MJ_MQA_PINGPONG (MJ_BLOCK_H == 64 && MJ_BLOCK_N == 64 && MJ_MQA_KSPLIT == 2)
+#endif
+#ifndef MJ_MQA_DEV_SKIP  // 1: no P V mma, 2: no S mma (timing breakdown only: results are wrong)
+#define MJ_MQA_DEV_SKIP 0
 #endif
 
 namespace mj_mqa {
@@ -67,9 +82,18 @@ constexpr int kWN = kN / kCG;
 constexpr int kNTW = kWN / 8;             // n-tiles (8 keys) per warp
 constexpr int kMTW = kWM / 16;            // m-tiles (16 heads) per warp before the reduce-scatter
 constexpr int kQW = kRG * kCG * kKH;      // warps doing S; the rest (BLOCK_H 16, BLOCK_N 32) only do P V
-constexpr int kMT = kH / 16;              // m-tiles per warp in P V
 static_assert(kNTW == 1 || kNTW == 2 || kNTW == 4, "warp tile width");
-static_assert(kQW <= 8, "warp grid");
+static_assert(kQW == 8 || kRG == 1, "idle S warps join the single row group's barrier");
+constexpr int kRgThreads = kQW == 8 ? kCG * kKH * 32 : kThreads;  // threads at a row group's barrier
+
+constexpr bool kPP = MJ_MQA_PINGPONG != 0;
+static_assert(!kPP || (kH == 64 && kKH == 2), "ping-pong needs BLOCK_H 64 with the split reduction");
+// O = P V warp tile: lock-step all kH rows x 64 columns; ping-pong its group's 32 rows x 128 columns.
+constexpr int kOM = kPP ? 2 : kH / 16;    // m-tiles
+constexpr int kON = kPP ? 16 : 8;         // n-tiles
+
+// Named barrier ids (0 is __syncthreads): row group rg -> 1 + rg, S pair -> 5 + pair, ping-pong turns 9, 10.
+constexpr int kBarRg = 1, kBarPair = 5, kBarTurn = 9;
 
 // Loader: kTPR threads per gathered row; each copies 16-byte chunks of it.
 constexpr int kTPR = kThreads / kN;
@@ -84,11 +108,13 @@ constexpr int kOffK = kQBytes;
 constexpr int kOffP = kOffK + kS * kStageBytes;   // P tile, bf16 [kH][kN]
 constexpr int kOffMax = kOffP + kH * kN * 2;       // row maxima / row sums by column group, fp32 [kH][kCG]
 constexpr int kOffAlpha = kOffMax + 512;           // per-row rescale of O, fp32 [kH]
-constexpr int kOffVm = kOffAlpha + kH * 4;         // per slot: one validity byte per gathered row [kS][kN]
+constexpr int kOffVm = kOffAlpha + kH * 4;         // lock-step: validity byte per slot row [kS][kN];
+                                                   // ping-pong: mbarriers full[kS], empty[kS]
 constexpr int kOffTiles = kOffVm + kS * kN;        // bitmap of non-empty tiles
 constexpr int kTileWords = 8;                      // covers 256 tiles; later tiles are always processed
 constexpr int kSmem = kOffTiles + kTileWords * 4;
 static_assert(kH * kCG * 4 <= 512, "row-stat scratch");
+static_assert(2 * kS * 8 <= kS * kN, "mbarrier space");
 static_assert(kSmem == mj_mqa_smem_bytes(kH, kN, kS, MJ_D_LATENT + MJ_D_ROPE, MJ_D_LATENT),
               "sparse MQA: layout and mj_mqa_smem_bytes disagree");
 constexpr int kSmemLimit = MJ_ARCH >= 90 ? 232448 : 166912;
@@ -99,7 +125,7 @@ static_assert(kSmem <= kSmemLimit, "sparse MQA: this config does not fit the arc
 #define MJ_MQA_MINB (kH == 16 ? 2 : 1)
 #endif
 constexpr int kMinBlocks = MJ_MQA_MINB >= 2 && 2 * (kSmem + 1024) <= kSmemPerSM ? 2 : 1;
-// The KSPLIT exchange borrows the P tile and one slot's rope columns: each must hold 4 warps' halves.
+// The lock-step exchange borrows the P tile and one slot's rope columns: each must hold 4 warps' halves.
 static_assert(kKH == 1 || (kRG * kCG * kNTW * 512 == kH * kN * 2 && kRG * kCG * kNTW * 512 == kN * 128),
               "KSPLIT exchange space");
 
@@ -162,27 +188,25 @@ MJ_DEVICE void qk_steps(float (&acc)[kMTW][kNTW][4], mj_u32 qn, mj_u32 qr, mj_u3
     }
 }
 
-// O[all kH rows][this warp's 64 columns] += P V for one tile.
-MJ_DEVICE void pv_tile(float (&o)[kMT][8][4], mj_u32 pa, const mj_u32 (&op)[kN / 16], mj_u32 va,
+// O[this warp's kOM m-tiles][its kON n-tiles] += P V for one tile. pa: P rows of the warp's first m-tile;
+// va: V rows (keys) of this lane, at the warp's first column.
+MJ_DEVICE void pv_tile(float (&o)[kOM][kON][4], mj_u32 pa, const mj_u32 (&op)[kN / 16], mj_u32 va,
                        const mj_u32 (&ov)[4]) {
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk) {
-        mj_u32 b[8][2];
+        mj_u32 a[kOM][4];
 #pragma unroll
-        for (int pr = 0; pr < 4; ++pr) {
+        for (int mt = 0; mt < kOM; ++mt) mj_ldmatrix_x4(a[mt], pa + mt * 16 * kN * 2 + op[kk]);
+#pragma unroll
+        for (int pr = 0; pr < kON / 2; ++pr) {
             mj_u32 r[4];
-            mj_ldmatrix_x4_trans(r, va + kk * 16 * 1024 + ov[pr]);
-            b[2 * pr][0] = r[0];
-            b[2 * pr][1] = r[1];
-            b[2 * pr + 1][0] = r[2];
-            b[2 * pr + 1][1] = r[3];
-        }
+            mj_ldmatrix_x4_trans(r, va + kk * 16 * 1024 + (pr >> 2) * 128 + ov[pr & 3]);
+            const mj_u32 b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-            mj_u32 a[4];
-            mj_ldmatrix_x4(a, pa + mt * 16 * kN * 2 + op[kk]);
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) mj_mma_bf16_16816(o[mt][nt], a, b[nt]);
+            for (int mt = 0; mt < kOM; ++mt) {
+                mj_mma_bf16_16816(o[mt][2 * pr], a[mt], b0);
+                mj_mma_bf16_16816(o[mt][2 * pr + 1], a[mt], b1);
+            }
         }
     }
 }
@@ -204,6 +228,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     unsigned char* s_vm = smem + kOffVm;
     float* s_stat = (float*)(smem + kOffMax);
     float* s_alpha = (float*)(smem + kOffAlpha);
+    const mj_u32 mb_full = sb + kOffVm, mb_empty = sb + kOffVm + kS * 8;  // ping-pong ring barriers
 
     // Q first: it depends on nothing, so its latency hides behind the index scan.
     {
@@ -239,6 +264,15 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     const int ntiles = (topk + kN - 1) / kN;
     const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
     if (tid < kTileWords) s_tiles[tid] = 0;
+    if constexpr (kPP) {
+        if (tid == 0) {
+#pragma unroll
+            for (int s = 0; s < kS; ++s) {
+                mj_mbar_init(mb_full + 8 * s, kThreads);  // one cp.async-completion arrive per thread
+                mj_mbar_init(mb_empty + 8 * s, kThreads); // every thread arrives after its P V reads
+            }
+        }
+    }
     __syncthreads();
     for (int base = 0; base < topk; base += 4 * kThreads) {
         int v[4];
@@ -256,8 +290,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     }
     __syncthreads();
 
-    // ---- gather machinery: thread -> (row lrow of the tile, chunks lsub + i * kTPR) ----
+    // ---- gather machinery: thread -> (row lrow of the tile, 16-byte chunks lsub + i * kTPR) ----
+    // With 4 threads a row, the two rows sharing an 8-lane store phase walk the two 64-byte halves of each
+    // 128-byte group in opposite order, so the phase's 8 chunks hit 8 bank groups.
     const int lrow = tid / kTPR, lsub = tid % kTPR;
+    const int lflip = kTPR == 4 ? (lrow & 1) : 0;
     const unsigned char* kvb = (const unsigned char*)p.kv;
     const mj_i64 kv_stride_b = p.kv_stride_tok * 2;
     const unsigned char* kvreq = kvb + kv_base * kv_stride_b;
@@ -268,43 +305,49 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
         const int pos = tile * kN;
         return (tile < ntiles && pos + lrow < topk) ? irow_l[pos] : -1;
     };
+    // Copy i of a row goes to chunk kTPR * (e ^ lflip) + lsub of 128-byte group i / kCPG (e = i % kCPG):
+    // per-thread source/destination offsets for the kCPG values of e, plus compile-time group offsets.
+    constexpr int kCPG = 8 / kTPR;
+    mj_u32 soff[kCPG], doff[kCPG];
+#pragma unroll
+    for (int e = 0; e < kCPG; ++e) {
+        const int c = kTPR * (e ^ lflip) + lsub;
+        soff[e] = (mj_u32)(c * 16);
+        doff[e] = (mj_u32)((c ^ (lrow & 7)) << 4);
+    }
     auto issue_latent = [&](int slot, int idx) {
         rvalid = idx >= 0 && idx < kv_len;
         rowp = rvalid ? kvreq + (mj_i64)idx * kv_stride_b : kvb;
         const mj_u32 dst = sb + kOffK + slot * kStageBytes + lrow * 1024;
 #pragma unroll
-        for (int i = 0; i < kNopeCpt; ++i) {
-            // chunk lsub + i*kTPR: its 128-byte group is a constant, only the low 3 bits see the swizzle
-            const int cl = (i * kTPR) & 7;
-            const mj_u32 off = ((i * kTPR) >> 3) * 128 + (mj_u32)((((cl + lsub) ^ (lrow & 7))) << 4);
-            mj_cp_async_16(dst + off, rowp + (lsub + i * kTPR) * 16, rvalid);
-        }
-        if (lsub == 0) s_vm[slot * kN + lrow] = rvalid;
+        for (int i = 0; i < kNopeCpt; ++i)
+            mj_cp_async_16(dst + (i / kCPG) * 128 + doff[i % kCPG], rowp + (i / kCPG) * 128 + soff[i % kCPG], rvalid);
+        if constexpr (!kPP)
+            if (lsub == 0) s_vm[slot * kN + lrow] = rvalid;
     };
     auto issue_rope = [&](int slot) {
         const mj_u32 dst = sb + kOffK + slot * kStageBytes + kN * 1024 + lrow * 128;
 #pragma unroll
-        for (int i = 0; i < kRopeCpt; ++i) {
-            const int c = lsub + i * kTPR;
-            mj_cp_async_16(dst + swz(lrow, c), rowp + 1024 + c * 16, rvalid);
-        }
+        for (int i = 0; i < kRopeCpt; ++i)
+            mj_cp_async_16(dst + doff[i % kCPG], rowp + 1024 + soff[i % kCPG], rvalid);
     };
 
     int t_issue = next_tile(s_tiles, 0, ntiles);
     int t_cur = t_issue;
     int pf = fetch_idx(t_issue);
-    // Two commit groups per ring slot (latent, rope), also when nothing is left to issue, so the wait
-    // count below is a constant.
+    // Lock-step: two commit groups per ring slot (latent, rope), also when nothing is left to issue, so the
+    // wait count below is a constant. Ping-pong: each thread's completion arrives on the slot's mbarrier.
 #pragma unroll
     for (int k = 0; k < kS - 1; ++k) {
         if (t_issue < ntiles) issue_latent(k, pf);
-        mj_cp_async_commit();
+        if constexpr (!kPP) mj_cp_async_commit();
         if (t_issue < ntiles) {
             issue_rope(k);
+            if constexpr (kPP) mj_cp_async_mbar_arrive_noinc(mb_full + 8 * k);
             t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
             pf = fetch_idx(t_issue);
         }
-        mj_cp_async_commit();
+        if constexpr (!kPP) mj_cp_async_commit();
     }
 
     // ---- per-thread fragment addressing ----
@@ -325,155 +368,270 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     const mj_u32 qn = sb + qrow * 1024;
     const mj_u32 qr = sb + kH * 1024 + qrow * 128;
     const int krow = cg * kWN + (lane & 7) + ((lane >> 4) << 3);
-    const mj_u32 pa = sb + kOffP + (lane & 15) * kN * 2;
-    const mj_u32 va_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * 1024 + w * 128;
+    // P V role: rows o_row0.., columns o_col0..
+    const int o_row0 = kPP ? rg * 32 : 0;
+    const int o_col0 = kPP ? (w & 3) * 128 : w * 64;
+    const mj_u32 pa = sb + kOffP + (o_row0 + (lane & 15)) * kN * 2;
+    const mj_u32 va_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * 1024 + o_col0 * 2;
     const float sl2 = p.sm_scale_log2;
 
-    float o[kMT][8][4];
+    float o[kOM][kON][4];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+    for (int mt = 0; mt < kOM; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+        for (int nt = 0; nt < kON; ++nt)
 #pragma unroll
             for (int i = 0; i < 4; ++i) o[mt][nt][i] = 0.f;
     float m0 = MJ_NEG_INF, m1 = MJ_NEG_INF, l0 = 0.f, l1 = 0.f;  // raw-logit running max, partial row sums
 
-    int st = 0;
-    for (; t_cur < ntiles; t_cur = next_tile(s_tiles, t_cur + 1, ntiles)) {
-        const int rs = st == 0 ? kS - 1 : st - 1;  // the slot refilled during this tile
-        mj_cp_async_wait<2 * (kS - 2)>();
-        // Slot st is visible to all; every warp is done with the previous tile (slot rs, P, row stats).
-        __syncthreads();
-        const bool have = t_issue < ntiles;
-        if (have) issue_latent(rs, pf);
-        mj_cp_async_commit();
-
-        const mj_u32 stage = sb + kOffK + st * kStageBytes;
-        if (w < kQW) {
-            float acc[kMTW][kNTW][4];
+    // Row maxima across the row group, online-softmax update, P (bf16) and alpha to shared memory.
+    // vbits: validity of this thread's columns (bit 2*nt + j: column nt*8 + 2t + j of its warp tile).
+    auto softmax = [&](float (&s)[kNTW][4], unsigned vbits) {
+        float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
 #pragma unroll
-            for (int mt = 0; mt < kMTW; ++mt)
+        for (int nt = 0; nt < kNTW; ++nt)
 #pragma unroll
-                for (int nt = 0; nt < kNTW; ++nt)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
-            const mj_u32 kn = stage + krow * 1024;
-            const mj_u32 kr = stage + kN * 1024 + krow * 128;
-            float s[kNTW][4];
-            if constexpr (kKH == 2) {
-                if (kh == 0) qk_steps<0, 18>(acc, qn, qr, kn, kr, oa, ob);
-                else qk_steps<18, 18>(acc, qn, qr, kn, kr, oa, ob);
-                // Reduce-scatter within the pair: warp kh keeps m-tile kh and receives the partner's half of
-                // it. Warp 0 of each pair writes into the P tile, warp 1 into the rope columns of slot rs (its
-                // rope gather is only issued after the block barrier below).
-                const int pair = rg * kCG + cg;
-                const mj_u32 rope_rs = sb + kOffK + rs * kStageBytes + kN * 1024;
-                const mj_u32 xs = (kh == 0 ? sb + kOffP : rope_rs) + pair * kNTW * 512 + lane * 16;
-                const mj_u32 xr = (kh == 0 ? rope_rs : sb + kOffP) + pair * kNTW * 512 + lane * 16;
-#pragma unroll
-                for (int nt = 0; nt < kNTW; ++nt)
-                    mj_st_shared_v4f(xs + nt * 512, kh ? acc[0][nt][0] : acc[1][nt][0], kh ? acc[0][nt][1] : acc[1][nt][1],
-                                     kh ? acc[0][nt][2] : acc[1][nt][2], kh ? acc[0][nt][3] : acc[1][nt][3]);
-                mj_bar_sync(1 + pair, 64);
-#pragma unroll
-                for (int nt = 0; nt < kNTW; ++nt) {
-                    float r[4];
-                    mj_ld_shared_v4f(r, xr + nt * 512);
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) s[nt][i] = (kh ? acc[1][nt][i] : acc[0][nt][i]) + r[i];
-                }
-            } else {
-                qk_steps<0, 36>(acc, qn, qr, kn, kr, oa, ob);
-#pragma unroll
-                for (int nt = 0; nt < kNTW; ++nt)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) s[nt][i] = acc[0][nt][i];
+            for (int j = 0; j < 2; ++j) {
+                if (!((vbits >> (2 * nt + j)) & 1u)) s[nt][j] = s[nt][2 + j] = MJ_NEG_INF;
+                mx0 = fmaxf(mx0, s[nt][j]);
+                mx1 = fmaxf(mx1, s[nt][2 + j]);
             }
-
-            // Mask invalid keys (their rows were zero-filled) and take this warp's row maxima.
-            const unsigned char* vflag = s_vm + st * kN + cg * kWN + 2 * t;
-            float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
-#pragma unroll
-            for (int nt = 0; nt < kNTW; ++nt) {
-                const unsigned f2 = *(const unsigned short*)(vflag + nt * 8);  // flags of columns 2t, 2t+1
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    if (((f2 >> (8 * j)) & 0xffu) == 0u) s[nt][j] = s[nt][2 + j] = MJ_NEG_INF;
-                    mx0 = fmaxf(mx0, s[nt][j]);
-                    mx1 = fmaxf(mx1, s[nt][2 + j]);
-                }
-            }
-            mx0 = mj_warp_max4(mx0);
-            mx1 = mj_warp_max4(mx1);
-            if (t == 0) {
-                s_stat[orow0 * kCG + cg] = mx0;
-                s_stat[(orow0 + 8) * kCG + cg] = mx1;
-            }
-            mj_bar_sync(5 + rg, kCG * kKH * 32);  // the warps sharing these rows
-            float tm0 = MJ_NEG_INF, tm1 = MJ_NEG_INF;
-#pragma unroll
-            for (int c = 0; c < kCG; ++c) {
-                tm0 = fmaxf(tm0, s_stat[orow0 * kCG + c]);
-                tm1 = fmaxf(tm1, s_stat[(orow0 + 8) * kCG + c]);
-            }
-            const float mn0 = fmaxf(m0, tm0), mn1 = fmaxf(m1, tm1);
-            // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
-            // Unfused products, so an unchanged max gives alpha exactly 1 and the O rescale can be skipped.
-            const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
-            const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
-            const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
-            m0 = mn0;
-            m1 = mn1;
-            float rs0 = 0.f, rs1 = 0.f;
-            unsigned char* prow0 = smem + kOffP + orow0 * kN * 2;
-            unsigned char* prow1 = prow0 + 8 * kN * 2;
-#pragma unroll
-            for (int nt = 0; nt < kNTW; ++nt) {
-                const float p00 = mj_exp2(fmaf(s[nt][0], sl2, -ms0)), p01 = mj_exp2(fmaf(s[nt][1], sl2, -ms0));
-                const float p10 = mj_exp2(fmaf(s[nt][2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[nt][3], sl2, -ms1));
-                rs0 += p00 + p01;
-                rs1 += p10 + p11;
-                const int ch = cg * kNTW + nt;
-                *(mj_u32*)(prow0 + swz_p(orow0, ch) + t * 4) = mj_pack_bf16x2(p00, p01);
-                *(mj_u32*)(prow1 + swz_p(orow0 + 8, ch) + t * 4) = mj_pack_bf16x2(p10, p11);
-            }
-            l0 = l0 * al0 + rs0;
-            l1 = l1 * al1 + rs1;
-            if (cg == 0 && t == 0) {
-                s_alpha[orow0] = al0;
-                s_alpha[orow0 + 8] = al1;
-            }
+        mx0 = mj_warp_max4(mx0);
+        mx1 = mj_warp_max4(mx1);
+        if (t == 0) {
+            s_stat[orow0 * kCG + cg] = mx0;
+            s_stat[(orow0 + 8) * kCG + cg] = mx1;
         }
-        // P and alpha complete; every exchange read is done, so slot rs's rope columns may be gathered into.
-        __syncthreads();
-        if (have) {
-            issue_rope(rs);
-            t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
-            pf = fetch_idx(t_issue);  // consumed one tile later: its latency hides behind this tile's math
+        mj_bar_sync(kBarRg + rg, kRgThreads);  // the warps sharing these rows
+        float tm0 = MJ_NEG_INF, tm1 = MJ_NEG_INF;
+#pragma unroll
+        for (int c = 0; c < kCG; ++c) {
+            tm0 = fmaxf(tm0, s_stat[orow0 * kCG + c]);
+            tm1 = fmaxf(tm1, s_stat[(orow0 + 8) * kCG + c]);
         }
-        mj_cp_async_commit();
-
-        float al[kMT][2];
-        bool rescale = false;
+        const float mn0 = fmaxf(m0, tm0), mn1 = fmaxf(m1, tm1);
+        // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
+        // Unfused products, so an unchanged max gives alpha exactly 1 and the O rescale can be skipped.
+        const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
+        const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
+        const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
+        m0 = mn0;
+        m1 = mn1;
+        float rs0 = 0.f, rs1 = 0.f;
+        unsigned char* prow0 = smem + kOffP + orow0 * kN * 2;
+        unsigned char* prow1 = prow0 + 8 * kN * 2;
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-            al[mt][0] = s_alpha[mt * 16 + g];
-            al[mt][1] = s_alpha[mt * 16 + g + 8];
-            rescale |= al[mt][0] != 1.f || al[mt][1] != 1.f;
+        for (int nt = 0; nt < kNTW; ++nt) {
+            const float p00 = mj_exp2(fmaf(s[nt][0], sl2, -ms0)), p01 = mj_exp2(fmaf(s[nt][1], sl2, -ms0));
+            const float p10 = mj_exp2(fmaf(s[nt][2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[nt][3], sl2, -ms1));
+            rs0 += p00 + p01;
+            rs1 += p10 + p11;
+            const int ch = cg * kNTW + nt;
+            *(mj_u32*)(prow0 + swz_p(orow0, ch) + t * 4) = mj_pack_bf16x2(p00, p01);
+            *(mj_u32*)(prow1 + swz_p(orow0 + 8, ch) + t * 4) = mj_pack_bf16x2(p10, p11);
         }
-        if (__any_sync(0xffffffffu, rescale)) {
+        l0 = l0 * al0 + rs0;
+        l1 = l1 * al1 + rs1;
+        if (cg == 0 && t == 0) {
+            s_alpha[orow0] = al0;
+            s_alpha[orow0 + 8] = al1;
+        }
+    };
+    auto rescale_and_pv = [&](mj_u32 stage) {
+        float al[kOM][2];
+        bool need = false;
 #pragma unroll
-            for (int mt = 0; mt < kMT; ++mt)
+        for (int mt = 0; mt < kOM; ++mt) {
+            al[mt][0] = s_alpha[o_row0 + mt * 16 + g];
+            al[mt][1] = s_alpha[o_row0 + mt * 16 + g + 8];
+            need |= al[mt][0] != 1.f || al[mt][1] != 1.f;
+        }
+        if (__any_sync(0xffffffffu, need)) {
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
+            for (int mt = 0; mt < kOM; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < kON; ++nt) {
                     o[mt][nt][0] *= al[mt][0];
                     o[mt][nt][1] *= al[mt][0];
                     o[mt][nt][2] *= al[mt][1];
                     o[mt][nt][3] *= al[mt][1];
                 }
         }
-        pv_tile(o, pa, op, stage + va_off, oa);
-        st = st + 1 == kS ? 0 : st + 1;
+        if constexpr (MJ_MQA_DEV_SKIP != 1) pv_tile(o, pa, op, stage + va_off, oa);
+    };
+    auto zero_acc = [&](float (&acc)[kMTW][kNTW][4]) {
+#pragma unroll
+        for (int mt = 0; mt < kMTW; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNTW; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+    };
+
+    if constexpr (kPP) {
+        // ---- ping-pong: group rg (4 warps, heads 32*rg..) runs its own pipeline ----
+        const int pair = rg * kCG + cg;
+        // The pair's reduce-scatter slot inside its group's own P rows (free until that group's softmax).
+        const mj_u32 xslot = sb + kOffP + rg * 32 * kN * 2 + cg * kNTW * 512 + lane * 16;
+        int k = 0;
+        // Gather tile number k + kS - 1 of the sequence into its slot, once that slot's previous tile is
+        // done by both groups; this thread's share is its row.
+        auto issue_next = [&]() {
+            const int kn2 = k + kS - 1, slot2 = kn2 % kS;
+            if (kn2 >= kS) mj_mbar_wait(mb_empty + 8 * slot2, (unsigned)((kn2 / kS - 1) & 1));
+            issue_latent(slot2, pf);
+            issue_rope(slot2);
+            mj_cp_async_mbar_arrive_noinc(mb_full + 8 * slot2);
+            t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
+            pf = fetch_idx(t_issue);
+        };
+        for (; t_cur < ntiles; ++k) {
+            const int slot = k % kS;
+            const int t_next = next_tile(s_tiles, t_cur + 1, ntiles);
+            const bool have = t_issue < ntiles;
+            // Group 1 follows group 0 by an S phase: by its tile start the slot to refill is free.
+            if (rg == 1 && have) issue_next();
+            mj_mbar_wait(mb_full + 8 * slot, (unsigned)((k / kS) & 1));
+            mj_bar_sync(kBarRg + rg, 128);  // this group's P V of the previous tile is done (P, stats reusable)
+            // S turns alternate: group 0 for tile k, group 1 for tile k, group 0 for tile k + 1, ...
+            if (rg == 1) mj_bar_sync(kBarTurn + 1, kThreads);
+            else if (k > 0) mj_bar_sync(kBarTurn, kThreads);
+
+            const mj_u32 stage = sb + kOffK + slot * kStageBytes;
+            float acc[kMTW][kNTW][4];
+            zero_acc(acc);
+            if constexpr (MJ_MQA_DEV_SKIP != 2) {
+                if (kh == 0) qk_steps<0, 18>(acc, qn, qr, stage + krow * 1024, stage + kN * 1024 + krow * 128, oa, ob);
+                else qk_steps<18, 18>(acc, qn, qr, stage + krow * 1024, stage + kN * 1024 + krow * 128, oa, ob);
+            }
+            if (rg == 0) mj_bar_arrive(kBarTurn + 1, kThreads);
+            else if (t_next < ntiles) mj_bar_arrive(kBarTurn, kThreads);
+            if (rg == 0 && have) issue_next();
+
+            // Reduce-scatter in two rounds through the pair's slot: warp 0 sends its m-tile 1 partial, warp 1
+            // adds it, then sends its m-tile 0 partial back into the same slot (each lane rewrites only what it
+            // just read).
+            float s[kNTW][4];
+            if (kh == 0) {
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt)
+                    mj_st_shared_v4f(xslot + nt * 512, acc[1][nt][0], acc[1][nt][1], acc[1][nt][2], acc[1][nt][3]);
+            }
+            // Validity of this thread's columns, from the index row (L1-resident: the gather read it).
+            unsigned vbits = 0;
+            {
+                const int cbase = t_cur * kN + cg * kWN + 2 * t;
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const int pos = cbase + nt * 8 + j;
+                        const int vi = pos < topk ? irow[pos] : -1;
+                        vbits |= (vi >= 0 && vi < kv_len ? 1u : 0u) << (2 * nt + j);
+                    }
+            }
+            mj_bar_sync(kBarPair + pair, 64);
+            if (kh == 1) {
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt) {
+                    float r[4];
+                    mj_ld_shared_v4f(r, xslot + nt * 512);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) s[nt][i] = acc[1][nt][i] + r[i];
+                    mj_st_shared_v4f(xslot + nt * 512, acc[0][nt][0], acc[0][nt][1], acc[0][nt][2], acc[0][nt][3]);
+                }
+            }
+            mj_bar_sync(kBarPair + pair, 64);
+            if (kh == 0) {
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt) {
+                    float r[4];
+                    mj_ld_shared_v4f(r, xslot + nt * 512);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) s[nt][i] = acc[0][nt][i] + r[i];
+                }
+            }
+            softmax(s, vbits);
+            mj_bar_sync(kBarRg + rg, 128);  // this group's P rows and alphas are complete
+            rescale_and_pv(stage);
+            mj_mbar_arrive(mb_empty + 8 * slot);  // release: this thread's reads of the slot are done
+            t_cur = t_next;
+        }
+    } else {
+        // ---- lock-step ----
+        int st = 0;
+        for (; t_cur < ntiles; t_cur = next_tile(s_tiles, t_cur + 1, ntiles)) {
+            const int rs = st == 0 ? kS - 1 : st - 1;  // the slot refilled during this tile
+            mj_cp_async_wait<2 * (kS - 2)>();
+            // Slot st is visible to all; every warp is done with the previous tile (slot rs, P, row stats).
+            __syncthreads();
+            const bool have = t_issue < ntiles;
+            if (have) issue_latent(rs, pf);
+            mj_cp_async_commit();
+
+            const mj_u32 stage = sb + kOffK + st * kStageBytes;
+            if (w < kQW) {
+                float acc[kMTW][kNTW][4];
+                zero_acc(acc);
+                const mj_u32 kn = stage + krow * 1024;
+                const mj_u32 kr = stage + kN * 1024 + krow * 128;
+                float s[kNTW][4];
+                if constexpr (kKH == 2) {
+                    if constexpr (MJ_MQA_DEV_SKIP != 2) {
+                        if (kh == 0) qk_steps<0, 18>(acc, qn, qr, kn, kr, oa, ob);
+                        else qk_steps<18, 18>(acc, qn, qr, kn, kr, oa, ob);
+                    }
+                    // Reduce-scatter within the pair: warp kh keeps m-tile kh and receives the partner's half
+                    // of it. Warp 0 of each pair writes into the P tile, warp 1 into the rope columns of slot rs
+                    // (its rope gather is only issued after the block barrier below). A row group's P rows
+                    // overlap only its own pairs' slots, whose reads precede the row-group barrier.
+                    const int pair = rg * kCG + cg;
+                    const mj_u32 rope_rs = sb + kOffK + rs * kStageBytes + kN * 1024;
+                    const mj_u32 xs = (kh == 0 ? sb + kOffP : rope_rs) + pair * kNTW * 512 + lane * 16;
+                    const mj_u32 xr = (kh == 0 ? rope_rs : sb + kOffP) + pair * kNTW * 512 + lane * 16;
+#pragma unroll
+                    for (int nt = 0; nt < kNTW; ++nt)
+                        mj_st_shared_v4f(xs + nt * 512, kh ? acc[0][nt][0] : acc[1][nt][0], kh ? acc[0][nt][1] : acc[1][nt][1],
+                                         kh ? acc[0][nt][2] : acc[1][nt][2], kh ? acc[0][nt][3] : acc[1][nt][3]);
+                    mj_bar_sync(kBarPair + pair, 64);
+#pragma unroll
+                    for (int nt = 0; nt < kNTW; ++nt) {
+                        float r[4];
+                        mj_ld_shared_v4f(r, xr + nt * 512);
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) s[nt][i] = (kh ? acc[1][nt][i] : acc[0][nt][i]) + r[i];
+                    }
+                } else {
+                    if constexpr (MJ_MQA_DEV_SKIP != 2) qk_steps<0, 36>(acc, qn, qr, kn, kr, oa, ob);
+#pragma unroll
+                    for (int nt = 0; nt < kNTW; ++nt)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) s[nt][i] = acc[0][nt][i];
+                }
+                // Invalid keys were zero-filled; their flags come from the loaders.
+                const unsigned char* vflag = s_vm + st * kN + cg * kWN + 2 * t;
+                unsigned vbits = 0;
+#pragma unroll
+                for (int nt = 0; nt < kNTW; ++nt) {
+                    const unsigned f2 = *(const unsigned short*)(vflag + nt * 8);  // columns 2t, 2t+1
+                    vbits |= ((f2 & 0xffu) ? 1u : 0u) << (2 * nt);
+                    vbits |= ((f2 >> 8) ? 1u : 0u) << (2 * nt + 1);
+                }
+                softmax(s, vbits);
+            } else {
+                mj_bar_sync(kBarRg, kRgThreads);  // idle S warps still take part in the row-group barrier
+            }
+            // P and alpha complete; every exchange read is done, so slot rs's rope columns may be gathered into.
+            __syncthreads();
+            if (have) {
+                issue_rope(rs);
+                t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
+                pf = fetch_idx(t_issue);  // consumed one tile later: its latency hides behind this tile's math
+            }
+            mj_cp_async_commit();
+            rescale_and_pv(stage);
+            st = st + 1 == kS ? 0 : st + 1;
+        }
     }
 
     // ---- epilogue ----
@@ -498,23 +656,24 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             for (int c = 0; c < kCG; ++c) L += s_stat[r * kCG + c];
             if (head0 + r < nh) {
                 p.lse[(mj_i64)tok * p.lse_stride_tok + head0 + r] = L > 0.f ? (mj_log2(L) + m * sl2) * MJ_LN2 : MJ_NEG_INF;
-                p.max_logits[(mj_i64)tok * p.ml_stride_tok + head0 + r] = L > 0.f ? m * p.sm_scale : MJ_NEG_INF;
+                if (p.max_logits)  // optional output (the API allows NULL)
+                    p.max_logits[(mj_i64)tok * p.ml_stride_tok + head0 + r] = L > 0.f ? m * p.sm_scale : MJ_NEG_INF;
             }
         }
     }
     // Normalize and stage O (bf16 [kH][512], swizzled) in the Q region for 16-byte stores.
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+    for (int mt = 0; mt < kOM; ++mt)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-            const int r = mt * 16 + g + 8 * hr;
+            const int r = o_row0 + mt * 16 + g + 8 * hr;
             float L = 0.f;
 #pragma unroll
             for (int c = 0; c < kCG; ++c) L += s_stat[r * kCG + c];
             const float inv = L > 0.f ? 1.f / L : 0.f;
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt)
-                *(mj_u32*)(smem + r * 1024 + swz(r, w * 8 + nt) + t * 4) =
+            for (int nt = 0; nt < kON; ++nt)
+                *(mj_u32*)(smem + r * 1024 + swz(r, o_col0 / 8 + nt) + t * 4) =
                     mj_pack_bf16x2(o[mt][nt][2 * hr] * inv, o[mt][nt][2 * hr + 1] * inv);
         }
     __syncthreads();

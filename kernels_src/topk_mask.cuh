@@ -13,6 +13,7 @@
 #include "mlajit_device.cuh"
 
 static_assert(MJ_ROWS_PER_BLOCK >= 1 && MJ_ROWS_PER_BLOCK <= 16, "topk_mask: MJ_ROWS_PER_BLOCK must be 1..16");
+static_assert(MJ_ARCH >= 80, "topk_mask: mlajit targets sm_80 and newer");
 
 namespace mj_topk {
 constexpr int RPB = MJ_ROWS_PER_BLOCK;

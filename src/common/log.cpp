@@ -12,7 +12,12 @@ spdlog::logger& log() {
         if (existing) return existing;
         auto l = spdlog::stderr_color_mt("mlajit");
         l->set_pattern("[mlajit %L] %v");
-        l->set_level(config().log_level);
+        // A bad variable elsewhere must not make logging throw: its error surfaces where config() is used.
+        try {
+            l->set_level(config().log_level);
+        } catch (...) {
+            l->set_level(spdlog::level::warn);
+        }
         return l;
     }();
     return *logger;

@@ -1,5 +1,7 @@
 #include "jit/disk_cache.h"
 
+#include "common/log.h"
+
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
@@ -24,10 +26,6 @@ namespace mlajit {
 namespace fs = std::filesystem;
 
 // The lead will point this at the shared logger (common/log.h).
-static spdlog::logger& log() {
-    if (auto l = spdlog::get("mlajit")) return *l;  // the registry keeps it alive
-    return *spdlog::default_logger_raw();
-}
 
 namespace {
 
@@ -461,11 +459,13 @@ bool DiskCache::publish(const fs::path& dest, const CacheKey& key, std::string_v
 // Locks
 
 DiskCache::KeyLock::~KeyLock() { release(); }
-DiskCache::KeyLock::KeyLock(KeyLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+DiskCache::KeyLock::KeyLock(KeyLock&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), timed_out_(std::exchange(o.timed_out_, false)) {}
 DiskCache::KeyLock& DiskCache::KeyLock::operator=(KeyLock&& o) noexcept {
     if (this != &o) {
         release();
         fd_ = std::exchange(o.fd_, -1);
+        timed_out_ = std::exchange(o.timed_out_, false);
     }
     return *this;
 }
@@ -507,7 +507,9 @@ DiskCache::KeyLock DiskCache::lock(const CacheKey& key, std::chrono::millisecond
         if (now >= deadline) {
             log().debug("kernel cache: lock {} still busy after {} ms; compiling without it", path.string(),
                         timeout.count());
-            return {};
+            KeyLock unheld;
+            unheld.timed_out_ = true;
+            return unheld;
         }
         std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
         pause = std::min(pause * 2, std::chrono::milliseconds(25));

@@ -145,12 +145,16 @@ public:
         KeyLock(const KeyLock&) = delete;
         KeyLock& operator=(const KeyLock&) = delete;
         bool held() const { return fd_ >= 0; }
+        // Unheld because another holder kept it past the timeout (not because locking does not apply, as in
+        // ro/off mode or an unwritable directory): the case worth telling the user about.
+        bool timed_out() const { return timed_out_; }
         void release();
 
     private:
         friend class DiskCache;
         explicit KeyLock(int fd) : fd_(fd) {}
         int fd_ = -1;
+        bool timed_out_ = false;
     };
     KeyLock lock(const CacheKey& key, std::chrono::milliseconds timeout);
 

@@ -106,8 +106,9 @@ std::shared_ptr<const Cubin> KernelStore::produce(const KernelSpec& spec) {
             ++stats_.disk_hits;
             return cub;
         }
-    } else {
-        log().warn("waited {} ms for another process compiling {}; compiling it here too", opt_.lock_timeout_ms, k.name);
+    } else if (lock.timed_out()) {
+        log().warn("waited {} ms for another process compiling {}; compiling it here too (MLAJIT_LOCK_TIMEOUT_MS)",
+                   opt_.lock_timeout_ms, k.name);
     }
     CompileOutput out = compile_kernel(k);
     ++stats_.compiled;

@@ -7,12 +7,19 @@
 namespace mlajit {
 
 const std::vector<MhaTile>& supported_mha_tiles() {
-    static const std::vector<MhaTile> t = {{128, 64, 8, 2}, {64, 64, 4, 2}};
+    // Mirrors the table at the top of kernels_src/mha_fwd.cuh. The first is the default: on the H200 it
+    // was fastest or within 3% at dense 4k/8k and masked 8k (docs/perf_mha_notes.md), and its 64-row
+    // blocks give short sequences and few heads more blocks. 128x128 needs 212 KiB of shared memory
+    // (sm_90-class parts only).
+    static const std::vector<MhaTile> t = {{64, 64, 4, 2}, {128, 64, 8, 2}, {64, 32, 4, 2}, {128, 128, 8, 2}};
     return t;
 }
 
 const std::vector<MqaTile>& supported_mqa_tiles() {
-    static const std::vector<MqaTile> t = {{64, 64, 8, 2}, {32, 64, 4, 2}, {16, 64, 2, 2}, {64, 32, 8, 2}};
+    // Mirrors the table at the top of kernels_src/sparse_mqa_fwd.cuh (an override BLOCK_HxBLOCK_N takes
+    // the first row that matches). Shared memory decides which fit sm_80 (163 KiB per block).
+    static const std::vector<MqaTile> t = {{64, 64, 8, 2}, {64, 32, 8, 2}, {64, 32, 8, 3}, {32, 64, 8, 2}, {32, 32, 8, 2},
+                                           {16, 32, 8, 2}, {16, 64, 8, 2}, {16, 32, 8, 3}, {16, 32, 8, 4}};
     return t;
 }
 
@@ -48,9 +55,11 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads) {
         fail(MLAJIT_ERROR_CONFIG, "MLAJIT_MQA_TILE={}x{} is not a tile the sparse MQA kernel supports: use one of {}", o.a, o.b,
              list_mqa());
     }
+    // Pad heads only up to the next tile of 16/32/64: at TP8 (16 local heads) a 64-head tile would do 4x
+    // the work. Measured on the H200 (docs/perf_mqa_notes.md): 64x64 at h > 32, 32x64 at 16 < h <= 32,
+    // 16x32 at h <= 16 (two blocks per SM). sm_80-class parts (163 KiB per block) take 32-key tiles.
     const int want_h = num_heads <= 16 ? 16 : num_heads <= 32 ? 32 : 64;
-    // sm_80-class parts have 163 KB of shared memory per block: the 64-key tile at 64 heads needs more.
-    const int want_n = (arch.sm < 90 && want_h == 64) ? 32 : 64;
+    const int want_n = want_h == 16 || arch.sm < 90 ? 32 : 64;
     for (auto& t : supported_mqa_tiles())
         if (t.block_h == want_h && t.block_n == want_n) return t;
     return supported_mqa_tiles()[0];

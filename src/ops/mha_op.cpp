@@ -6,7 +6,9 @@
 
 namespace mlajit {
 
-void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream) {
+LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
+    LaunchPlan<MhaFwdParams> plan;
+    MhaFwdParams& p = plan.params;
     auto q = check_tensor(a.q, "q", MLAJIT_BF16, {-1, -1, kDimQkMha});
     const int64_t total_q = q[0], heads = q[1];
     if (heads < 1 || heads > 1024) fail_arg("q: the number of heads (dimension 1) must be in 1..1024, got {}", heads);
@@ -17,7 +19,6 @@ void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream) {
     const int64_t batch = cq[0] - 1;
     const int64_t max_q = check_cu_seqlens(a.cu_seqlens_q_host, batch, total_q, "cu_seqlens_q");
 
-    MhaFwdParams p{};
     int64_t total_k = 0;
     if (present(a.k)) {
         if (present(a.k_nope) || present(a.k_pe))
@@ -88,9 +89,17 @@ void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream) {
     p.sm_scale = a.sm_scale;
     p.sm_scale_log2 = a.sm_scale * 1.4426950408889634f;
 
-    KernelSpec spec = mha_spec(h.arch(), mha_tile_for(h.arch()), masked);
-    Dim3 grid{(unsigned)((max_q + spec.p[0] - 1) / spec.p[0]), (unsigned)heads, (unsigned)batch};
-    h.launch(spec, grid, mha_threads(spec), mha_smem_bytes(spec), &p, stream);
+    KernelSpec spec = mha_spec(arch, mha_tile_for(arch), masked);
+    plan.grid = Dim3{(unsigned)((max_q + spec.p[0] - 1) / spec.p[0]), (unsigned)heads, (unsigned)batch};
+    plan.threads = mha_threads(spec);
+    plan.smem = mha_smem_bytes(spec);
+    plan.spec = spec;
+    return plan;
+}
+
+void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream) {
+    auto plan = plan_mha(h.arch(), a);
+    launch_plan(h, plan, stream);
 }
 
 }  // namespace mlajit

@@ -1,9 +1,30 @@
 // The attention ops: validate every argument (nothing launches on a bad one), pick the spec, launch.
 #pragma once
 #include "mlajit/mlajit.h"
+#include "mlajit_abi.h"
 #include "runtime/handle.h"
 
 namespace mlajit {
+
+// What an op launches, fully decided on the host from the arguments alone (no GPU needed): validation
+// errors come from building one, so they are testable on any machine.
+template <typename Params>
+struct LaunchPlan {
+    KernelSpec spec;
+    Dim3 grid;
+    int threads = 0;
+    int smem = 0;
+    Params params{};
+};
+
+LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a);
+LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a);
+LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_mask_args& a);
+
+template <typename Params>
+void launch_plan(Handle& h, LaunchPlan<Params>& plan, CUstream stream) {
+    h.launch(plan.spec, plan.grid, plan.threads, plan.smem, &plan.params, stream);
+}
 
 void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream);
 void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream);

@@ -6,7 +6,9 @@
 
 namespace mlajit {
 
-void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream) {
+LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a) {
+    LaunchPlan<SparseMqaFwdParams> plan;
+    SparseMqaFwdParams& p = plan.params;
     auto q = check_tensor(a.q, "q", MLAJIT_BF16, {-1, -1, kDimQkMqa});
     const int64_t s_q = q[0], heads = q[1];
     if (heads < 1 || heads > 128) fail_arg("q: the number of heads (dimension 1) must be in 1..128, got {}", heads);
@@ -26,7 +28,6 @@ void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream str
     if (!(a.sm_scale > 0.f) || !std::isfinite(a.sm_scale)) fail_arg("sm_scale must be a positive finite number, got {}", a.sm_scale);
     if (s_q > 0x7fffffff || kv[0] > 0x7fffffff) fail_arg("s_q and s_kv must fit in int32, got {} and {}", s_q, kv[0]);
 
-    SparseMqaFwdParams p{};
     if (present(a.cu_seqlens_q) || present(a.cu_seqlens_kv)) {
         auto cq = check_tensor(a.cu_seqlens_q, "cu_seqlens_q", MLAJIT_INT32, {-1}, false);
         auto ck = check_tensor(a.cu_seqlens_kv, "cu_seqlens_kv", MLAJIT_INT32, {-1}, false);
@@ -59,9 +60,17 @@ void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream str
     p.sm_scale = a.sm_scale;
     p.sm_scale_log2 = a.sm_scale * 1.4426950408889634f;
 
-    KernelSpec spec = sparse_mqa_spec(h.arch(), mqa_tile_for(h.arch(), (int)heads));
-    Dim3 grid{(unsigned)s_q, (unsigned)((heads + spec.p[0] - 1) / spec.p[0]), 1};
-    h.launch(spec, grid, mqa_threads(spec), mqa_smem_bytes(spec), &p, stream);
+    KernelSpec spec = sparse_mqa_spec(arch, mqa_tile_for(arch, (int)heads));
+    plan.grid = Dim3{(unsigned)s_q, (unsigned)((heads + spec.p[0] - 1) / spec.p[0]), 1};
+    plan.threads = mqa_threads(spec);
+    plan.smem = mqa_smem_bytes(spec);
+    plan.spec = spec;
+    return plan;
+}
+
+void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream) {
+    auto plan = plan_sparse_mqa(h.arch(), a);
+    launch_plan(h, plan, stream);
 }
 
 }  // namespace mlajit

@@ -8,7 +8,9 @@ namespace mlajit {
 
 int64_t topk_mask_words(int64_t max_seqlen_k) { return (std::max<int64_t>(max_seqlen_k, 0) + 31) / 32; }
 
-void topk_mask_build(Handle& h, const mlajit_topk_mask_args& a, CUstream stream) {
+LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_mask_args& a) {
+    LaunchPlan<TopkMaskParams> plan;
+    TopkMaskParams& p = plan.params;
     auto idx = check_tensor(a.indices, "indices", MLAJIT_INT32, {-1, -1}, false);
     const int64_t total_q = idx[0], topk = idx[1];
     auto cq = check_tensor(a.cu_seqlens_q, "cu_seqlens_q", MLAJIT_INT32, {-1}, false);
@@ -25,8 +27,7 @@ void topk_mask_build(Handle& h, const mlajit_topk_mask_args& a, CUstream stream)
                  "mlajit_topk_mask_words", words, max_k, m[1], shape_str(a.mask));
     if (topk < 1 || topk > 65536) fail_arg("indices: topk (dimension 1) must be in 1..65536, got {}", topk);
 
-    KernelSpec spec = topk_mask_spec(h.arch());
-    TopkMaskParams p{};
+    KernelSpec spec = topk_mask_spec(arch);
     p.indices = static_cast<const int*>(a.indices.data);
     p.idx_stride_tok = a.indices.stride[0];
     p.mask = static_cast<unsigned*>(a.mask.data);
@@ -37,8 +38,16 @@ void topk_mask_build(Handle& h, const mlajit_topk_mask_args& a, CUstream stream)
     p.topk = (int)topk;
     p.max_seqlen_q = (int)max_q;
     const int rows = mask_rows_per_block(spec);
-    Dim3 grid{(unsigned)((max_q + rows - 1) / rows), (unsigned)batch, 1};
-    h.launch(spec, grid, mj_mask_threads(), 0, &p, stream);
+    plan.grid = Dim3{(unsigned)((max_q + rows - 1) / rows), (unsigned)batch, 1};
+    plan.threads = mj_mask_threads();
+    plan.smem = 0;
+    plan.spec = spec;
+    return plan;
+}
+
+void topk_mask_build(Handle& h, const mlajit_topk_mask_args& a, CUstream stream) {
+    auto plan = plan_topk_mask(h.arch(), a);
+    launch_plan(h, plan, stream);
 }
 
 }  // namespace mlajit

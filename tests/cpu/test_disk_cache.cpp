@@ -387,7 +387,11 @@ TEST_CASE("an unwritable cache directory degrades to memory with one warning") {
     CHECK(c.load("sm_90a", "f", k1) == std::optional(c1));
     CHECK(c.load("sm_90a", "f", k2) == std::optional(c2));
     CHECK_FALSE(DiskCache(root, CacheMode::rw).load("sm_90a", "f", k1).has_value());
-    CHECK_FALSE(c.lock(k1, 1000ms).held());
+    auto t0 = std::chrono::steady_clock::now();
+    auto unlocked = c.lock(k1, 1000ms);
+    CHECK_FALSE(unlocked.held());
+    CHECK_FALSE(unlocked.timed_out());  // locking does not apply here: no waiting, nothing to report
+    CHECK(std::chrono::steady_clock::now() - t0 < 500ms);
     if (chmod_works) CHECK(c.load("sm_90a", "f", existing) == std::optional(cubin_existing));
 
     // ro mode on the same directory: silent.
@@ -422,6 +426,7 @@ TEST_CASE("read-only mode loads existing entries and never writes") {
     CHECK(dir_is_empty_or_absent(ro.version_dir() / "tmp"));
     CHECK(ro.load("sm_90a", "f", new_key) == std::optional(new_cubin));  // kept in memory
     CHECK_FALSE(ro.lock(new_key, 1000ms).held());
+    CHECK_FALSE(ro.lock(new_key, 1000ms).timed_out());
     CHECK_FALSE(fs::exists(ro.version_dir() / "locks"));
     CHECK(cap.warnings() == 0);
     // Maintenance that writes refuses (one warning), and removes nothing.
@@ -611,6 +616,8 @@ TEST_CASE("a busy lock times out into an unheld guard; a free one is held") {
     auto second = c.lock(key, 150ms);
     auto waited = std::chrono::steady_clock::now() - t0;
     CHECK_FALSE(second.held());
+    CHECK(second.timed_out());
+    CHECK_FALSE(first.timed_out());
     CHECK(waited >= 150ms);
     CHECK(waited < 3s);
     CHECK(c.lock(other, 10ms).held());  // locks are per key

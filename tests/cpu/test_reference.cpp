@@ -155,6 +155,17 @@ TEST_CASE("Rng: a seed replays its stream; normal draws have the requested sigma
     CHECK((lo && hi));
 }
 
+TEST_CASE("Rng: a large fill (parallel chunks) replays and its chunks are independent") {
+    const size_t chunk = size_t(1) << 20, n = 2 * chunk + 12345;
+    Rng a(7), b(7);
+    const auto va = a.normal_bf16(n, 1.0);
+    CHECK(va == b.normal_bf16(n, 1.0));
+    CHECK(a.next_u64() == b.next_u64());  // a fill advances the parent stream by a fixed amount
+    int same = 0;
+    for (size_t i = 0; i < 1000; ++i) same += va[i] == va[chunk + i];
+    CHECK(same < 100);  // equal bf16 draws happen (~1%), equal chunks would give 1000
+}
+
 TEST_CASE("Rng: MLAJIT_TEST_SEED fixes the seed, and a bad value is an error") {
     EnvGuard guard("MLAJIT_TEST_SEED");
     setenv("MLAJIT_TEST_SEED", "0x3039", 1);
@@ -204,6 +215,26 @@ TEST_CASE("sparse MQA: two keys with known logits 0 and 1") {
     CHECK(r.out_at(0, 0)[2] == 0.0);
     CHECK(r.lse_at(0, 0) == doctest::Approx(std::log(1 + kE)).epsilon(1e-12));
     CHECK(r.max_logits[0] == doctest::Approx(1.0).epsilon(1e-12));
+}
+
+TEST_CASE("sparse MQA: widths other than 576/512 (d_v < d_qk, odd sizes)") {
+    // d_qk = 11, d_v = 3: two keys, q = all ones, so a logit is scale * (sum of the key row).
+    const std::vector<uint16_t> q(11, bf(1.0));
+    std::vector<uint16_t> kv(2 * 11, 0);
+    kv[0] = bf(1.0);       // key 0: V = (1, 0, 0), K sum 1 + 2 = 3
+    kv[10] = bf(2.0);      // column 10 is outside V
+    kv[11 + 2] = bf(4.0);  // key 1: V = (0, 0, 4), K sum 4
+    const std::vector<int32_t> idx{0, 1};
+    const AttnResult r = sparse_mqa({.q = View(q.data(), 11, 11), .kv = View(kv.data(), 11), .indices = idx.data(),
+                                     .s_q = 1, .s_kv = 2, .heads = 1, .topk = 2, .sm_scale = 0.5, .d_qk = 11,
+                                     .d_v = 3});
+    const double z = std::exp(1.5) + std::exp(2.0);
+    REQUIRE(r.out.size() == 3);
+    CHECK(r.out[0] == doctest::Approx(std::exp(1.5) / z).epsilon(1e-12));
+    CHECK(r.out[1] == 0.0);
+    CHECK(r.out[2] == doctest::Approx(4 * std::exp(2.0) / z).epsilon(1e-12));
+    CHECK(r.lse[0] == doctest::Approx(std::log(z)).epsilon(1e-12));
+    CHECK(r.max_logits[0] == doctest::Approx(2.0).epsilon(1e-12));
 }
 
 TEST_CASE("sparse MQA: a row of only invalid indices gives out 0, lse and max_logits -inf") {
@@ -439,7 +470,8 @@ TEST_CASE("DSA helpers read W_kv_b in the checkpoint layout (W_UK rows first, th
         CHECK(qa[size_t(576 + c)] == W(256 + 5, c));
     }
     for (int64_t h = 0; h < heads; ++h)
-        for (int64_t d = 0; d < 64; ++d) CHECK(qa[size_t(h * 576 + 512 + d)] == bf16_to_double(qpe[size_t(h * 64 + d)]));
+        for (int64_t d = 0; d < 64; ++d)
+            CHECK(qa[size_t(h * 576 + 512 + d)] == bf16_to_double(qpe[size_t(h * 64 + d)]));
 
     std::vector<uint16_t> kvc(512, 0);
     kvc[7] = bf(1.0);  // latent basis vector 7 picks column 7
@@ -549,6 +581,19 @@ TEST_CASE("DSA: masked MHA over decompressed K/V equals sparse MQA over the late
     const CheckReport rp = check_close("out project(mqa) vs dsa", po, mqa.out, {1e-12, 1e-12, 0.0}, shape);
     CHECK_MESSAGE(rp.ok(), rp.summary());
 
+    // A row sample of the DSA reference is the same rows of the full one.
+    const auto rows = sample_rows(rng, cu_q, 1);
+    const AttnResult sub = dsa_prefill_reference({.q_nope = qn, .q_pe = qn.shifted(128), .kv_c = kvc,
+                                                  .k_pe = kvc.shifted(512), .w_kv_b = wv, .indices = idx.data(),
+                                                  .topk = topk, .heads = heads, .cu_seqlens_q = cu_q,
+                                                  .cu_seqlens_k = cu_k, .sm_scale = scale, .rows = rows});
+    REQUIRE(sub.rows == rows);
+    for (size_t i = 0; i < rows.size(); ++i)
+        for (int64_t h = 0; h < heads; ++h) {
+            CHECK(sub.lse_at(i, h) == mqa.lse_at(size_t(rows[i]), h));
+            CHECK(sub.out_at(i, h)[17] == mqa.out_at(size_t(rows[i]), h)[17]);
+        }
+
     // The comparison can fail: drop one selected key from one row and the outputs must disagree.
     auto mask2 = mask;
     const int64_t t_drop = cu_q[2] + 3;  // last query of the 40-key request: 8 selected keys
@@ -559,7 +604,8 @@ TEST_CASE("DSA: masked MHA over decompressed K/V equals sparse MQA over the late
         }
     MhaArgs margs2 = margs;
     margs2.mask = mask2.data();
-    const CheckReport neg = check_close("dropped key", mha(margs2).out, mqa.out, {1e-9, 1e-9 * rms(mqa.out), 0.0}, shape);
+    const CheckReport neg =
+        check_close("dropped key", mha(margs2).out, mqa.out, {1e-9, 1e-9 * rms(mqa.out), 0.0}, shape);
     CHECK_FALSE(neg.ok());
     CHECK(neg.first_bad.find("dropped key[" + std::to_string(t_drop) + ",") == 0);
 }

@@ -2,6 +2,8 @@
 // Header-only so that the benchmark (which compiles only reference.cpp) can use it too.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace mlajit::ref {
@@ -71,29 +74,42 @@ inline uint64_t test_seed() {
     return (uint64_t(rd()) << 32) ^ uint64_t(rd());
 }
 
-// mt19937_64's output sequence is fixed by the standard, whereas std::normal_distribution and
-// std::uniform_int_distribution are not; so the transforms are written here and a seed replays the same
-// inputs on every compiler and machine. One generator per test case: draw all tensors from it in order.
+// A fixed, fully specified generator (splitmix64-seeded xoshiro256**) and transforms written here, unlike
+// std::normal_distribution, so a seed replays the same inputs on every compiler and machine. One generator
+// per test case: draw all tensors from it in order.
 class Rng {
 public:
     Rng() : Rng(test_seed()) {}
-    explicit Rng(uint64_t seed) : seed_(seed), eng_(seed) {}
+    explicit Rng(uint64_t seed) : seed_(seed) {
+        uint64_t x = seed;
+        for (auto& w : s_) w = splitmix64(x);
+    }
 
     uint64_t seed() const { return seed_; }
     // Meant for INFO()/MESSAGE(): tells how to replay this test's inputs.
     std::string seed_note() const { return "inputs from MLAJIT_TEST_SEED=" + std::to_string(seed_); }
 
-    uint64_t next_u64() { return eng_(); }
-    double uniform() { return double(eng_() >> 11) * 0x1.0p-53; }  // [0, 1)
+    uint64_t next_u64() {
+        const uint64_t r = std::rotl(s_[1] * 5, 7) * 9;
+        const uint64_t t = s_[1] << 17;
+        s_[2] ^= s_[0];
+        s_[3] ^= s_[1];
+        s_[1] ^= s_[2];
+        s_[0] ^= s_[3];
+        s_[2] ^= t;
+        s_[3] = std::rotl(s_[3], 45);
+        return r;
+    }
+    double uniform() { return double(next_u64() >> 11) * 0x1.0p-53; }  // [0, 1)
 
     // Inclusive range; rejection sampling avoids modulo bias.
     int64_t uniform_int(int64_t lo, int64_t hi) {
         if (hi < lo) throw std::invalid_argument("Rng::uniform_int: empty range");
         const uint64_t span = uint64_t(hi) - uint64_t(lo) + 1;
-        if (span == 0) return int64_t(eng_());  // the full 64-bit range
+        if (span == 0) return int64_t(next_u64());  // the full 64-bit range
         const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % span;
         uint64_t x;
-        do x = eng_(); while (x >= limit);
+        do x = next_u64(); while (x >= limit);
         return int64_t(uint64_t(lo) + x % span);
     }
 
@@ -110,8 +126,30 @@ public:
         return r * std::cos(a) * sigma;
     }
 
+    // Realistic GPU test tensors hold 10^8 elements, so the fill runs on all cores: chunk k draws from its
+    // own generator seeded by the k-th draw of this one. The values depend on the seed and on the order of
+    // fills only, never on the thread count.
     void fill_normal(std::span<uint16_t> dst, double sigma) {
-        for (auto& x : dst) x = double_to_bf16(normal(sigma));
+        constexpr size_t kChunk = size_t(1) << 20;
+        const size_t chunks = (dst.size() + kChunk - 1) / kChunk;
+        std::vector<uint64_t> seeds(chunks);
+        for (auto& sd : seeds) sd = next_u64();
+        auto fill_chunk = [&](size_t c) {
+            Rng sub(seeds[c]);
+            const size_t end = std::min(dst.size(), (c + 1) * kChunk);
+            for (size_t i = c * kChunk; i < end; ++i) dst[i] = double_to_bf16(sub.normal(sigma));
+        };
+        const size_t nt = std::min<size_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+        if (nt <= 1) {
+            for (size_t c = 0; c < chunks; ++c) fill_chunk(c);
+            return;
+        }
+        std::atomic<size_t> next{0};
+        std::vector<std::jthread> pool;
+        for (size_t w = 0; w < nt; ++w)
+            pool.emplace_back([&] {
+                for (size_t c; (c = next.fetch_add(1)) < chunks;) fill_chunk(c);
+            });
     }
     std::vector<uint16_t> normal_bf16(size_t n, double sigma) {
         std::vector<uint16_t> v(n);
@@ -120,8 +158,15 @@ public:
     }
 
 private:
+    static uint64_t splitmix64(uint64_t& x) {
+        uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+
     uint64_t seed_;
-    std::mt19937_64 eng_;
+    uint64_t s_[4];
     double spare_ = 0.0;
     bool have_spare_ = false;
 };

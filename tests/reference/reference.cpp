@@ -87,33 +87,49 @@ void need(std::string_view fn, bool ok, const char* what) {
     if (!ok) fail(fn, what);
 }
 
+// Independent partial sums break the add-latency chain (the reference dominates GPU test time) and still
+// give one fixed summation order.
 double dot(const double* a, const double* b, int64_t n) {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-    return s;
+    double s[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; ++k) s[k] += a[i + k] * b[i + k];
+    for (; i < n; ++i) s[0] += a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-// Softmax over `logits` (scaled), weighted sum of the value rows: out[0..d_v) and the row's lse and max.
-// An empty key set yields out 0 and -inf for both statistics.
-template <class VRow>
-void softmax_combine(const std::vector<double>& logits, VRow vrow, int64_t d_v, double* out, double* lse,
-                     double* mx) {
-    std::fill(out, out + d_v, 0.0);
-    if (logits.empty()) {
-        *lse = kNegInf;
-        if (mx) *mx = kNegInf;
+// Attention of `heads` query vectors q [heads, d_qk] over nk keys: krow(j, h) and vrow(j, h) give key j's
+// K and V rows for head h (valid until the next call). Keys are the outer loop so each key's data is read
+// once for all heads while the per-head state stays in cache. Per head, V is summed in key order.
+// No keys: out 0 and -inf for lse and max.
+template <class KRow, class VRow>
+void attend(const double* q, int64_t heads, int64_t nk, int64_t d_qk, int64_t d_v, double sm_scale, KRow krow,
+            VRow vrow, double* out, double* lse, double* mx) {
+    std::fill(out, out + heads * d_v, 0.0);
+    if (nk == 0) {
+        std::fill(lse, lse + heads, kNegInf);
+        if (mx) std::fill(mx, mx + heads, kNegInf);
         return;
     }
-    const double m = *std::max_element(logits.begin(), logits.end());
-    double sum = 0.0;
-    for (double l : logits) sum += std::exp(l - m);
-    for (size_t j = 0; j < logits.size(); ++j) {
-        const double p = std::exp(logits[j] - m) / sum;
-        const double* vj = vrow(j);
-        for (int64_t e = 0; e < d_v; ++e) out[e] += p * vj[e];
+    std::vector<double> p(size_t(heads * nk));  // logits, then probabilities
+    for (int64_t j = 0; j < nk; ++j)
+        for (int64_t h = 0; h < heads; ++h) p[size_t(h * nk + j)] = sm_scale * dot(q + h * d_qk, krow(j, h), d_qk);
+    for (int64_t h = 0; h < heads; ++h) {
+        double* ph = p.data() + h * nk;
+        const double m = *std::max_element(ph, ph + nk);
+        double sum = 0.0;
+        for (int64_t j = 0; j < nk; ++j) sum += std::exp(ph[j] - m);
+        for (int64_t j = 0; j < nk; ++j) ph[j] = std::exp(ph[j] - m) / sum;
+        lse[h] = m + std::log(sum);
+        if (mx) mx[h] = m;
     }
-    *lse = m + std::log(sum);
-    if (mx) *mx = m;
+    for (int64_t j = 0; j < nk; ++j)
+        for (int64_t h = 0; h < heads; ++h) {
+            const double w = p[size_t(h * nk + j)];
+            const double* v = vrow(j, h);
+            double* o = out + h * d_v;
+            for (int64_t e = 0; e < d_v; ++e) o[e] += w * v[e];
+        }
 }
 
 AttnResult make_result(std::vector<int64_t> rows, int64_t heads, int64_t dim, bool with_max) {
@@ -139,19 +155,11 @@ std::vector<double> gather_kv(View lat, View pe, int64_t d_lat, int64_t d_pe, co
     return k;
 }
 
-// Attention of `heads` query vectors q [heads, d_qk] against the gathered rows K [nk, d_qk]; V is the
-// first d_v columns of K.
+// Sparse MQA over the gathered rows K [nk, d_qk]; V is the first d_v columns of K, shared by all heads.
 void mqa_attend(const double* q, int64_t heads, const std::vector<double>& kmat, int64_t d_qk, int64_t d_v,
                 double sm_scale, double* out, double* lse, double* mx) {
-    const size_t nk = kmat.size() / size_t(d_qk);
-    std::vector<double> logits(nk);
-    for (int64_t h = 0; h < heads; ++h) {
-        const double* qh = q + h * d_qk;
-        for (size_t j = 0; j < nk; ++j) logits[j] = sm_scale * dot(qh, kmat.data() + j * size_t(d_qk), d_qk);
-        softmax_combine(
-            logits, [&](size_t j) { return kmat.data() + j * size_t(d_qk); }, d_v, out + h * d_v, lse + h,
-            mx ? mx + h : nullptr);
-    }
+    const auto row = [&](int64_t j, int64_t) { return kmat.data() + j * d_qk; };
+    attend(q, heads, int64_t(kmat.size()) / d_qk, d_qk, d_v, sm_scale, row, row, out, lse, mx);
 }
 
 // W_kv_b in double, [heads * 256, 512]; converted once per call rather than once per use.
@@ -265,9 +273,11 @@ AttnResult sparse_mqa(const SparseMqaArgs& a) {
         check_cu(fn, "cu_seqlens_kv", a.cu_seqlens_kv);
         need(fn, a.cu_seqlens_q.size() == a.cu_seqlens_kv.size(), "cu_seqlens_q and cu_seqlens_kv differ in length");
         if (a.cu_seqlens_q.back() != a.s_q)
-            fail(fn, "cu_seqlens_q ends at " + std::to_string(a.cu_seqlens_q.back()) + " but s_q is " + std::to_string(a.s_q));
+            fail(fn, "cu_seqlens_q ends at " + std::to_string(a.cu_seqlens_q.back()) + " but s_q is " +
+                         std::to_string(a.s_q));
         if (a.cu_seqlens_kv.back() > a.s_kv)
-            fail(fn, "cu_seqlens_kv ends at " + std::to_string(a.cu_seqlens_kv.back()) + " beyond s_kv " + std::to_string(a.s_kv));
+            fail(fn, "cu_seqlens_kv ends at " + std::to_string(a.cu_seqlens_kv.back()) + " beyond s_kv " +
+                         std::to_string(a.s_kv));
     }
     const int64_t idx_stride = a.idx_stride ? a.idx_stride : a.topk;
     AttnResult res = make_result(expand_rows(fn, a.rows, a.s_q), a.heads, a.d_v, true);
@@ -321,20 +331,19 @@ AttnResult mha(const MhaArgs& a) {
         for (int64_t j = 0; j <= last; ++j)
             if (!mrow || ((mrow[j >> 5] >> (j & 31)) & 1u)) keys.push_back(k0 + j);
 
-        std::vector<double> q(static_cast<size_t>(d_qk)), k(static_cast<size_t>(d_qk)), logits(keys.size());
-        std::vector<double> vrows(keys.size() * size_t(a.d_v));
-        for (int64_t h = 0; h < a.heads; ++h) {
-            a.q.load(t, h, d_qk, q.data());
-            for (size_t j = 0; j < keys.size(); ++j) {
-                a.k_nope.load(keys[j], h, a.d_nope, k.data());
-                a.k_pe.load(keys[j], h, a.d_pe, k.data() + a.d_nope);
-                logits[j] = a.sm_scale * dot(q.data(), k.data(), d_qk);
-                a.v.load(keys[j], h, a.d_v, vrows.data() + j * size_t(a.d_v));
-            }
-            softmax_combine(
-                logits, [&](size_t j) { return vrows.data() + j * size_t(a.d_v); }, a.d_v,
-                res.out.data() + (i * a.heads + h) * a.d_v, res.lse.data() + i * a.heads + h, nullptr);
-        }
+        std::vector<double> q(size_t(a.heads * d_qk)), k(static_cast<size_t>(d_qk)), v(static_cast<size_t>(a.d_v));
+        for (int64_t h = 0; h < a.heads; ++h) a.q.load(t, h, d_qk, q.data() + h * d_qk);
+        const auto krow = [&](int64_t j, int64_t h) {
+            a.k_nope.load(keys[size_t(j)], h, a.d_nope, k.data());
+            a.k_pe.load(keys[size_t(j)], h, a.d_pe, k.data() + a.d_nope);
+            return k.data();
+        };
+        const auto vrow = [&](int64_t j, int64_t h) {
+            a.v.load(keys[size_t(j)], h, a.d_v, v.data());
+            return v.data();
+        };
+        attend(q.data(), a.heads, int64_t(keys.size()), d_qk, a.d_v, a.sm_scale, krow, vrow,
+               res.out.data() + i * a.heads * a.d_v, res.lse.data() + i * a.heads, nullptr);
     });
     return res;
 }
@@ -389,8 +398,10 @@ DecompressedKv decompress_kv(View kv_c, View w_kv_b, int64_t tokens, int64_t hea
         double c[kDimLatent];
         kv_c.load(t, 0, kDimLatent, c);
         for (int64_t h = 0; h < heads; ++h) {
-            for (int64_t d = 0; d < kDimNope; ++d) r.k_nope[size_t((t * heads + h) * kDimNope + d)] = dot(c, w_uk(wd, h, d), kDimLatent);
-            for (int64_t e = 0; e < kDimV; ++e) r.v[size_t((t * heads + h) * kDimV + e)] = dot(c, w_uv(wd, h, e), kDimLatent);
+            double* kn = r.k_nope.data() + (t * heads + h) * kDimNope;
+            double* v = r.v.data() + (t * heads + h) * kDimV;
+            for (int64_t d = 0; d < kDimNope; ++d) kn[d] = dot(c, w_uk(wd, h, d), kDimLatent);
+            for (int64_t e = 0; e < kDimV; ++e) v[e] = dot(c, w_uv(wd, h, e), kDimLatent);
         }
     });
     return r;
@@ -539,7 +550,8 @@ CheckReport check_close(std::string_view name, std::span<const double> got, std:
         if (n != int64_t(want.size()))
             fail(fn, std::string(name) + ": shape holds " + std::to_string(n) + " elements, tensors hold " +
                          std::to_string(want.size()));
-        if (!rows.empty() && int64_t(rows.size()) != shape[0]) fail(fn, std::string(name) + ": rows.size() != shape[0]");
+        if (!rows.empty() && int64_t(rows.size()) != shape[0])
+            fail(fn, std::string(name) + ": rows.size() != shape[0]");
     }
     CheckReport rep;
     rep.name = name;
@@ -564,7 +576,8 @@ CheckReport check_close(std::string_view name, std::span<const double> got, std:
         if (!bad) continue;
         ++rep.bad;
         if (rep.first_bad.empty()) {
-            rep.first_bad = fmt_index(name, int64_t(i), shape, rows) + ": got " + fmt_num(g) + " expected " + fmt_num(w);
+            rep.first_bad =
+                fmt_index(name, int64_t(i), shape, rows) + ": got " + fmt_num(g) + " expected " + fmt_num(w);
             if (std::isfinite(g) && std::isfinite(w))
                 rep.first_bad += " (|err| " + fmt_num(std::fabs(g - w)) + " > " + fmt_num(limit) + ")";
         }

@@ -68,8 +68,8 @@ struct AttnResult {
 // An empty cu_seqlens span means one request. An empty `rows` means every query token, in order.
 
 struct SparseMqaArgs {
-    View q{};                           // [s_q, heads, d_qk]
-    View kv{};                          // [s_kv, d_qk] (stride_head ignored); the first d_v columns are V
+    View q{};                         // [s_q, heads, d_qk]
+    View kv{};                        // [s_kv, d_qk] (stride_head ignored); the first d_v columns are V
     const int32_t* indices = nullptr; // [s_q, topk]
     int64_t idx_stride = 0;           // elements between index rows; 0 means topk
     int64_t s_q = 0, s_kv = 0, heads = 0, topk = 0;
@@ -130,7 +130,7 @@ std::vector<double> project_out(std::span<const double> latent, int64_t n, int64
 struct DsaArgs {
     View q_nope{};  // [T, heads, 128]
     View q_pe{};    // [T, heads, 64]
-    View kv_c{};    // [T_k, 512]
+    View kv_c{};    // [T_k, 512]; with a packed latent cache [T_k, 576]: kv_c = kv, k_pe = kv.shifted(512)
     View k_pe{};    // [T_k, 64]
     View w_kv_b{};  // [heads * 256, 512]
     const int32_t* indices = nullptr;  // [T, topk], request-local

@@ -9,29 +9,34 @@ mkdir -p "$bd"
 NVCC="${NVCC:-nvcc}"
 FLAGS=(-std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -use_fast_math -lineinfo -I "$ksrc")
 pids=()
-mha() {  # name bm bn warps masked [stages]
-    "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWBM=$2 -DWBN=$3 -DWW=$4 -DWMASK=$5 -DWST=${6:-2} -DWNAME=$1 -c "$here/wrap_mha.cu" \
-        -o "$bd/$1.o" > "$bd/$1.log" 2>&1 || { cat "$bd/$1.log"; exit 1; }
+mha() {  # name bm bn warps masked stages [extra nvcc flags...]
+    local n=$1 bm=$2 bn=$3 w=$4 m=$5 st=$6; shift 6
+    "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWBM=$bm -DWBN=$bn -DWW=$w -DWMASK=$m -DWST=$st -DWNAME=$n "$@" \
+        -c "$here/wrap_mha.cu" -o "$bd/$n.o" > "$bd/$n.log" 2>&1 || { cat "$bd/$n.log"; exit 1; }
 }
 msk() {  # name rpb
     "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWRPB=$2 -DWNAME=$1 -c "$here/wrap_mask.cu" -o "$bd/$1.o" > "$bd/$1.log" 2>&1 \
         || { cat "$bd/$1.log"; exit 1; }
 }
-mha m128_n64_w8_d 128 64 8 0 & pids+=($!)
-mha m128_n64_w8_m 128 64 8 1 & pids+=($!)
-mha m128_n64_w8_s3_d 128 64 8 0 3 & pids+=($!)
-mha m128_n64_w8_s3_m 128 64 8 1 3 & pids+=($!)
-mha m64_n64_w4_d 64 64 4 0 & pids+=($!)
-mha m64_n64_w4_m 64 64 4 1 & pids+=($!)
-mha m64_n32_w4_d 64 32 4 0 & pids+=($!)
-mha m64_n32_w4_m 64 32 4 1 & pids+=($!)
+# name (also the launcher suffix in harness.cu), BLOCK_M, BLOCK_N, WARPS, STAGES, extra nvcc flags
+while read -r n bm bn w st x; do
+    for m in 0 1; do
+        sfx=d; [ $m = 1 ] && sfx=m
+        mha ${n}_$sfx $bm $bn $w $m $st $x & pids+=($!)
+    done
+done <<'CFGS'
+c128x64x8x2 128 64 8 2
+c64x64x4x2 64 64 4 2
+c64x32x4x2 64 32 4 2
+c128x128x8x2 128 128 8 2
+CFGS
 msk rpb4 4 & pids+=($!)
 msk rpb1 1 & pids+=($!)
 "$NVCC" "${FLAGS[@]}" -c "$here/harness.cu" -o "$bd/harness.o" & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build failed"; exit 1; }
-for f in "$bd"/m*.log "$bd"/rpb*.log; do
+for f in "$bd"/c*.log "$bd"/rpb*.log; do
     echo "$(basename "$f" .log): $(grep -h -E 'registers|spill' "$f" | grep -v 'Compiling' | tr -s ' ' | tr '\n' ' ')"
 done
 "$NVCC" "${FLAGS[@]}" "$bd"/*.o -o "$bd/harness" -lpthread

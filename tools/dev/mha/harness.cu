@@ -8,8 +8,8 @@
 //   nothing must be exactly 0 with lse = -inf; lse: |lse - ref| <= 1e-3. NaN never passes.
 // Timing: cudaEvents around each launch, 3 warm-ups, median of 15.
 //
-// usage: harness [--no-perf] [--no-check] [--ncu]   (--ncu: 128x64x8x2 dense, 128x64x8x3 dense and
-// masked, one launch each at h=128 S=8192, for a profiler)
+// usage: harness [--no-perf] [--no-check] [--only a,b] [--skip a,b] [--ncu]   (--ncu: one dense and one
+// masked launch of each selected config at h=128 S=8192, for a profiler)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,23 +37,24 @@
 
 typedef cudaError_t (*mha_launch_fn)(const MhaFwdParams*, cudaStream_t);
 typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
-#define DECL_MHA(n) extern "C" cudaError_t launch_##n(const MhaFwdParams*, cudaStream_t);
-DECL_MHA(m128_n64_w8_d) DECL_MHA(m128_n64_w8_m) DECL_MHA(m64_n64_w4_d) DECL_MHA(m64_n64_w4_m)
-DECL_MHA(m64_n32_w4_d) DECL_MHA(m64_n32_w4_m) DECL_MHA(m128_n64_w8_s3_d) DECL_MHA(m128_n64_w8_s3_m)
+// The tested configs of mha_fwd.cuh (BLOCK_M x BLOCK_N x WARPS x STAGES), built by build.sh under these
+// names. (Device run 3 also timed EXPERIMENTAL variants -- Q re-read from shared memory at 64-key tiles,
+// lazy rescale, a 3-stage ping-pong -- since removed; see docs/perf_mha_notes.md.)
+#define MHA_VARIANTS(X) X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128)
+#define DECL_MHA(n, bm)                                                      \
+    extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
+    extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);
+MHA_VARIANTS(DECL_MHA)
 extern "C" cudaError_t launch_rpb4(const TopkMaskParams*, cudaStream_t);
 extern "C" cudaError_t launch_rpb1(const TopkMaskParams*, cudaStream_t);
 
 struct MhaCfg {
     const char* name;
-    int bm, bn, warps;
+    int bm;
     mha_launch_fn dense, masked;
 };
-static const MhaCfg kCfgs[] = {
-    {"128x64x8x2", 128, 64, 8, launch_m128_n64_w8_d, launch_m128_n64_w8_m},
-    {"128x64x8x3", 128, 64, 8, launch_m128_n64_w8_s3_d, launch_m128_n64_w8_s3_m},
-    {"64x64x4x2", 64, 64, 4, launch_m64_n64_w4_d, launch_m64_n64_w4_m},
-    {"64x32x4x2", 64, 32, 4, launch_m64_n32_w4_d, launch_m64_n32_w4_m},
-};
+#define CFG_ROW(n, bm) {#n, bm, launch_##n##_d, launch_##n##_m},
+static const MhaCfg kCfgs[] = {MHA_VARIANTS(CFG_ROW)};
 
 // ------------------------------------------------------------------------------------------------------
 static inline uint64_t splitmix(uint64_t x) {
@@ -452,12 +453,18 @@ struct CheckResult {
     long long bad_out, bad_lse, bad_pad, rows, empty_rows;
 };
 
-// rows_per_req < 0: every row; else that many rows per request (first, last and random ones).
-static CheckResult check_mha(const Problem& P, bool masked, int rows_per_req, int heads_to_check, uint64_t seed) {
-    std::vector<uint16_t> out(P.o_n);
-    std::vector<float> lse(P.l_n);
-    CK(cudaMemcpy(out.data(), P.dout, P.o_n * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(lse.data(), P.dlse, P.l_n * 4, cudaMemcpyDeviceToHost));
+// float64 references for a set of (token, head) rows, computed once per problem and reused for every
+// kernel variant. rows_per_req < 0: every row; else that many per request (first, last, random).
+struct RefSet {
+    bool masked = false, all_rows = false;
+    std::vector<int> req, tok, head;
+    std::vector<double> out, lse;  // [n][128], [n]
+    std::vector<char> any;
+};
+static RefSet compute_ref(const Problem& P, bool masked, int rows_per_req, int heads_to_check, uint64_t seed) {
+    RefSet R;
+    R.masked = masked;
+    R.all_rows = rows_per_req < 0 && heads_to_check >= P.h;
     std::vector<std::pair<int, int>> rows;  // (request, token)
     Rng rng{seed};
     for (int r = 0; r < P.batch; ++r) {
@@ -478,55 +485,59 @@ static CheckResult check_mha(const Problem& P, bool masked, int rows_per_req, in
         while ((int)heads.size() < heads_to_check) heads.push_back(rng.below(P.h));
     }
     const int n = (int)(rows.size() * heads.size());
-    std::vector<double> e2(n), r2(n), lerr(n);
-    std::vector<long long> bo(n), bl(n), emp(n);
-    parallel_for(n, [&](int w) {
-        const int r = rows[w / heads.size()].first, t = rows[w / heads.size()].second, hh = heads[w % heads.size()];
-        double ref[128], rl;
-        const bool any = ref_row(P, masked, r, t, hh, ref, &rl);
+    R.req.resize(n);
+    R.tok.resize(n);
+    R.head.resize(n);
+    R.out.resize((size_t)n * 128);
+    R.lse.resize(n);
+    R.any.resize(n);
+    for (int w = 0; w < n; ++w) {
+        R.req[w] = rows[w / heads.size()].first;
+        R.tok[w] = rows[w / heads.size()].second;
+        R.head[w] = heads[w % heads.size()];
+    }
+    parallel_for(n, [&](int w) { R.any[w] = ref_row(P, masked, R.req[w], R.tok[w], R.head[w], &R.out[(size_t)w * 128], &R.lse[w]); });
+    return R;
+}
+
+static CheckResult check_mha(const Problem& P, const RefSet& R) {
+    std::vector<uint16_t> out(P.o_n);
+    std::vector<float> lse(P.l_n);
+    CK(cudaMemcpy(out.data(), P.dout, P.o_n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(lse.data(), P.dlse, P.l_n * 4, cudaMemcpyDeviceToHost));
+    const int n = (int)R.tok.size();
+    CheckResult c{};
+    double se_all = 0, sr_all = 0;
+    for (int w = 0; w < n; ++w) {
+        const int t = R.tok[w], hh = R.head[w];
+        const double* ref = &R.out[(size_t)w * 128];
+        const bool any = R.any[w];
         const uint16_t* o = &out[t * P.o_st + hh * P.o_sh];
         const float gl = lse[t * P.l_st + hh * P.l_sh];
         double rms = 0;
         for (int d = 0; d < 128; ++d) rms += ref[d] * ref[d];
         rms = std::sqrt(rms / 128);
-        long long b = 0;
-        double se = 0, sr = 0;
         for (int d = 0; d < 128; ++d) {
             const double g = bf2d(o[d]);
             const double err = std::fabs(g - ref[d]);
-            if (any ? !(err <= 2e-2 * std::max(std::fabs(ref[d]), rms)) : !(g == 0.0)) ++b;
-            if (std::isfinite(err)) se += err * err;
-            else se += 1e30;
-            sr += ref[d] * ref[d];
+            if (any ? !(err <= 2e-2 * std::max(std::fabs(ref[d]), rms)) : !(g == 0.0)) ++c.bad_out;
+            se_all += std::isfinite(err) ? err * err : 1e30;
+            sr_all += ref[d] * ref[d];
         }
-        bo[w] = b;
-        e2[w] = se;
-        r2[w] = sr;
-        emp[w] = !any;
+        c.empty_rows += !any;
         if (any) {
-            const double le = std::fabs((double)gl - rl);
-            lerr[w] = std::isfinite(le) ? le : 1e30;
-            bl[w] = !(le <= 1e-3);
+            const double le = std::fabs((double)gl - R.lse[w]);
+            c.max_lse_err = std::max(c.max_lse_err, std::isfinite(le) ? le : 1e30);
+            c.bad_lse += !(le <= 1e-3);
         } else {
-            lerr[w] = 0;
-            bl[w] = !(std::isinf(gl) && gl < 0);
+            c.bad_lse += !(std::isinf(gl) && gl < 0);
         }
-    });
-    CheckResult c{};
-    double se = 0, sr = 0;
-    for (int w = 0; w < n; ++w) {
-        se += e2[w];
-        sr += r2[w];
-        c.bad_out += bo[w];
-        c.bad_lse += bl[w];
-        c.empty_rows += emp[w];
-        c.max_lse_err = std::max(c.max_lse_err, lerr[w]);
     }
     c.rows = n;
-    c.rel_fro = sr > 0 ? std::sqrt(se / sr) : std::sqrt(se);
+    c.rel_fro = sr_all > 0 ? std::sqrt(se_all / sr_all) : std::sqrt(se_all);
     // Pads of out/lse (between heads, after the last head of a token) must still hold the poison.
     // Only meaningful when every row was checked (the whole buffer is then "ours").
-    if (rows_per_req < 0 && heads_to_check >= P.h) {
+    if (R.all_rows) {
         std::vector<char> owned(P.o_n, 0), lowned(P.l_n, 0);
         for (int t = 0; t < P.Tq; ++t)
             for (int hh = 0; hh < P.h; ++hh) {
@@ -601,10 +612,18 @@ static float time_ms(F launch, int warm = 3, int reps = 15) {
 
 int main(int argc, char** argv) {
     bool perf = true, check = true, ncu = false;
+    std::string only, skip;  // comma-separated variant names
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--no-perf")) perf = false;
         if (!strcmp(argv[i], "--no-check")) check = false;
         if (!strcmp(argv[i], "--ncu")) ncu = true;
+        if (!strcmp(argv[i], "--only") && i + 1 < argc) only = std::string(",") + argv[++i] + ",";
+        if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = std::string(",") + argv[++i] + ",";
+    }
+    std::vector<MhaCfg> cfgs;
+    for (const MhaCfg& c : kCfgs) {
+        const std::string key = std::string(",") + c.name + ",";
+        if ((only.empty() || only.find(key) != std::string::npos) && skip.find(key) == std::string::npos) cfgs.push_back(c);
     }
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -618,9 +637,10 @@ int main(int argc, char** argv) {
         make_indices(P, 2048, 1, seed + 5, 0);
         TopkMaskParams m = make_mask_params(P);
         CK(launch_rpb4(&m, 0));
-        run_mha(P, kCfgs[0].dense, false);
-        run_mha(P, kCfgs[1].dense, false);
-        run_mha(P, kCfgs[1].masked, true);
+        for (const MhaCfg& cfg : cfgs) {
+            run_mha(P, cfg.dense, false);
+            run_mha(P, cfg.masked, true);
+        }
         P.free_all();
         return 0;
     }
@@ -651,15 +671,17 @@ int main(int argc, char** argv) {
                 CK(launch_rpb4(&m, 0));
                 CK(cudaDeviceSynchronize());
             }
-            for (const MhaCfg& cfg : kCfgs) {
+            const RefSet ref_d = compute_ref(P, false, sc.rows_per_req, P.h, seed);
+            const RefSet ref_m = compute_ref(P, true, sc.rows_per_req, P.h, seed);
+            for (const MhaCfg& cfg : cfgs) {
                 char what[96];
                 run_mha(P, cfg.dense, false);
                 snprintf(what, sizeof what, "%s dense", cfg.name);
-                report(what, check_mha(P, false, sc.rows_per_req, P.h, seed));
+                report(what, check_mha(P, ref_d));
                 if (!mask_ok) continue;
                 run_mha(P, cfg.masked, true);
                 snprintf(what, sizeof what, "%s masked", cfg.name);
-                report(what, check_mha(P, true, sc.rows_per_req, P.h, seed));
+                report(what, check_mha(P, ref_m));
             }
             P.free_all();
         }
@@ -693,7 +715,8 @@ int main(int argc, char** argv) {
             const double fl_dense = 2.0 * H * (double)S * S * 320 / 2;  // anchor convention
             const double fl_att = 2.0 * H * pairs_att * 320;
             (void)pairs_causal;
-            for (const MhaCfg& cfg : kCfgs) {
+            const RefSet refs[2] = {compute_ref(P, false, 24, 4, seed), compute_ref(P, true, 24, 4, seed + 1)};
+            for (const MhaCfg& cfg : cfgs) {
                 for (int masked = 0; masked < 2; ++masked) {
                     mha_launch_fn fn = masked ? cfg.masked : cfg.dense;
                     if (masked) {  // masked runs on the GPU-built mask
@@ -703,7 +726,7 @@ int main(int argc, char** argv) {
                     run_mha(P, fn, masked);
                     char what[96];
                     snprintf(what, sizeof what, "%s %s S=%d h=%d (subset)", cfg.name, masked ? "masked" : "dense", S, H);
-                    report(what, check_mha(P, masked, 24, 4, seed + masked));
+                    report(what, check_mha(P, refs[masked]));
                     MhaFwdParams p = make_params(P, masked);
                     const float ms = time_ms([&] { CK(fn(&p, 0)); });
                     table.push_back({cfg.name, std::string(masked ? "masked top2048" : "dense causal") + " S=" + std::to_string(S),
@@ -712,9 +735,9 @@ int main(int argc, char** argv) {
             }
             P.free_all();
         }
-        printf("\n%-12s %-28s %10s %14s %16s\n", "config", "case (h=128, batch 1)", "ms", "TFLOP/s(dense)", "TFLOP/s(attended)");
+        printf("\n%-13s %-28s %10s %14s %16s\n", "config", "case (h=128, batch 1)", "ms", "TFLOP/s(dense)", "TFLOP/s(attended)");
         for (auto& r : table)
-            printf("%-12s %-28s %10.3f %14.1f %16.1f\n", r.cfg.c_str(), r.what.c_str(), r.ms, r.tflops, r.tflops_attended);
+            printf("%-13s %-28s %10.3f %14.1f %16.1f\n", r.cfg.c_str(), r.what.c_str(), r.ms, r.tflops, r.tflops_attended);
     }
     printf("\n%s: %d failure(s)\n", g_failures ? "FAILED" : "ALL CHECKS PASSED", g_failures);
     return g_failures ? 1 : 0;

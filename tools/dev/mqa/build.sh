@@ -10,13 +10,14 @@ NVCC="nvcc -std=c++17 -O2 --use_fast_math $ARCH -I $ROOT/kernels_src"
 mkdir -p $BUILD
 objs=()
 pids=()
-while read -r tag h n s k m; do
-  defs="-DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DCFG_TAG=$tag"
-  [ "$k" != 0 ] && defs="$defs -DMJ_MQA_KSPLIT=$k"
-  [ "$m" != 0 ] && defs="$defs -DMJ_MQA_MINB=$m"
+while read -r tag h n s k m pp skip; do
+  defs="-DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DCFG_TAG=$tag -DMJ_MQA_DEV_SKIP=$skip"
+  [ "$k" != -1 ] && defs="$defs -DMJ_MQA_KSPLIT=$k"
+  [ "$m" != -1 ] && defs="$defs -DMJ_MQA_MINB=$m"
+  [ "$pp" != -1 ] && defs="$defs -DMJ_MQA_PINGPONG=$pp"
   $NVCC -Xptxas -v $defs -c kernel_cfg.cu -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
-done < <(grep -o 'X([^)]*)' configs.h | sed 's/X(//; s/)//; s/,/ /g')
+done < <(grep -o '^ *X([^)]*)' configs.h | sed 's/X(//; s/)//; s/,/ /g')
 $NVCC -c harness.cu -o $BUILD/harness.o &
 pids+=($!)
 fail=0

@@ -10,12 +10,14 @@ ap.add_argument("out")
 ap.add_argument("--arch", default="sm_90a")
 ap.add_argument("--template", default="sparse_mqa_fwd.cuh")
 ap.add_argument("-D", action="append", default=[])
+ap.add_argument("--macro", action="append", default=[], help="NAME=V as #define (dev overrides)")
 a = ap.parse_args()
 nv = ctypes.CDLL(os.environ.get("NVRTC", "/usr/local/cuda/lib64/libnvrtc.so"))
 files = sorted(glob.glob(os.path.join(ksrc, "*.cuh")) + glob.glob(os.path.join(ksrc, "*.h")))
 names = [os.path.basename(f).encode() for f in files]
 bodies = [open(f, "rb").read() for f in files]
-src = "".join(f"constexpr int {d.split('=')[0]} = {d.split('=')[1]};\n" for d in a.D)
+src = "".join(f"#define {m.split('=')[0]} {m.split('=')[1]}\n" for m in a.macro)
+src += "".join(f"constexpr int {d.split('=')[0]} = {d.split('=')[1]};\n" for d in a.D)
 src += f'#include "{a.template}"\n'
 prog = ctypes.c_void_p()
 hn = (ctypes.c_char_p * len(names))(*names)

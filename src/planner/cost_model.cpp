@@ -1,0 +1,130 @@
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace mlajit {
+
+// How the default rates were obtained. Source: /work/shared/h200_anchor_routing.csv (ANCHORS.md, "The best
+// of today's parts per path"), 40 cells: heads {128, 64, 32, 16}, s_q 2k..32k, s_k in {1, 2, 4} x s_q,
+// topk 2048. One fit per term, on the term's own column, of t_ms = overhead + FLOPs / rate, by least
+// squares on the relative error (weights 1/t^2: times span 0.05..130 ms and a plain fit would only see the
+// largest cells):
+//   upproj    column upproj_ms   (cuBLAS)       631.2 TFLOP/s + 26.9 us   rms 6.8 %, max 23.6 %
+//   mha_attn  column attn_mha_ms (cuDNN SDPA)   610.7 TFLOP/s + 74.9 us   rms 5.4 %, max 17.1 %
+//   absorb    column absorb_ms   (torch bmm)    379.3 TFLOP/s + 49.4 us   rms 7.0 %, max 24.3 %
+//   mqa_attn  column flashmla_ms (FlashMLA sm90) 614.2 TFLOP/s, no overhead rms 6.8 %, max 18.5 %
+// FlashMLA's free fit gave a negative overhead (-90 us, 589 TFLOP/s): L2 misses at s_k = 64k make large
+// cells slow, which tilts the line; a negative constant would make tiny requests cost less than nothing,
+// so that term is fitted through the origin. The worst cells of each fit are the smallest (h = 16,
+// s = 2k: a few tens of microseconds, launch-dominated) and FlashMLA at s_k = 64k (-16 %).
+// Whole paths against the mha_ms / mqa_ms columns: MHA rms 4.1 % (max 8.9 %), MQA rms 6.3 % (max 18.1 %);
+// the predicted winner matches 39 of 40 cells (the miss: h=16 s_q=8k s_k=32k, measured 4.053 vs 4.076 ms).
+// The cuDNN rate has no top-k mask in it: it is an optimistic bound for a masked kernel (mlajit's portable
+// masked kernel measured ~250 TFLOP/s at S=8k, docs/perf_mha_notes.md), which is why the calibration table
+// and mlajit's measured kernel rates must replace it.
+// Mask build: the CSV has no mask (cuDNN cannot take one). From mlajit's topk_mask kernel
+// (docs/perf_mha_notes.md: 0.021 ms at S=4096, 0.037 ms at S=8192, topk 2048): the per-word cost set by
+// bandwidth (4 bytes written at the ~4 TB/s copy ceiling = 1e-9 ms), then overhead and per-index cost
+// solved exactly from the two points (6.0 us, 1.72e-9 ms per index).
+// FlashMLA on Hopper pads heads to 64, hence mqa_head_tile 64.
+KernelRates h200_anchor_rates() {
+    KernelRates r;
+    r.upproj = {631.2, 0.0269};
+    r.mha_attn = {610.7, 0.0749};
+    r.mask = {0.0060, 1.72e-9, 1.0e-9};
+    r.absorb = {379.3, 0.0494};
+    r.mqa_attn = {614.2, 0.0};
+    r.mqa_head_tile = 64;
+    return r;
+}
+
+void check_shape(const AttnShape& s, std::string_view what) {
+    if (s.s_q < 1) fail_arg("{}: s_q = {} must be at least 1 (a request with no queries has nothing to plan)", what, s.s_q);
+    if (s.s_k < s.s_q)
+        fail_arg("{}: s_k = {} is less than s_q = {}: the queries are the last s_q of the s_k key positions, so "
+                 "s_k counts the new tokens too",
+                 what, s.s_k, s.s_q);
+    if (s.heads < 1 || s.heads > 128) fail_arg("{}: heads = {} must be in 1..128 (local heads per rank)", what, s.heads);
+    if (s.topk < 1) fail_arg("{}: topk = {} must be at least 1", what, s.topk);
+}
+
+double causal_pairs(long s_q, long s_k) {
+    const double q = double(s_q);
+    return q * double(s_k - s_q) + q * q / 2;
+}
+
+double upproj_flops(const AttnShape& s) { return 2.0 * double(s.s_k) * 512 * s.heads * 256; }
+
+double mha_attn_flops(const AttnShape& s) { return 2.0 * s.heads * causal_pairs(s.s_q, s.s_k) * (192 + 128); }
+
+double absorb_flops(const AttnShape& s) { return 2 * (2.0 * double(s.s_q) * s.heads * 128 * 512); }
+
+int padded_heads(int heads, int head_tile) {
+    if (head_tile < 1) fail_arg("mqa_head_tile = {} must be at least 1 (16, 32 or 64 for the sparse kernels)", head_tile);
+    return (heads + head_tile - 1) / head_tile * head_tile;
+}
+
+double mqa_attn_flops(const AttnShape& s, int head_tile) {
+    return 2.0 * double(s.s_q) * padded_heads(s.heads, head_tile) * s.topk * (576 + 512);
+}
+
+CostModel::CostModel(KernelRates rates) : rates_(rates) {
+    const KernelRate* all[] = {&rates_.upproj, &rates_.mha_attn, &rates_.absorb, &rates_.mqa_attn};
+    const char* names[] = {"upproj", "mha_attn", "absorb", "mqa_attn"};
+    for (int i = 0; i < 4; ++i) {
+        if (!(all[i]->tflops > 0) || !std::isfinite(all[i]->tflops))
+            fail_arg("cost model: {} rate = {} TFLOP/s must be a positive number", names[i], all[i]->tflops);
+        if (!(all[i]->overhead_ms >= 0) || !std::isfinite(all[i]->overhead_ms))
+            fail_arg("cost model: {} overhead = {} ms must be a non-negative number", names[i], all[i]->overhead_ms);
+    }
+    const auto& m = rates_.mask;
+    if (!(m.overhead_ms >= 0 && m.ms_per_index >= 0 && m.ms_per_word >= 0))
+        fail_arg("cost model: mask build costs ({} ms, {} ms/index, {} ms/word) must be non-negative", m.overhead_ms,
+                 m.ms_per_index, m.ms_per_word);
+    padded_heads(1, rates_.mqa_head_tile);
+}
+
+MhaTimes CostModel::mha(const AttnShape& s, bool masked) const {
+    MhaTimes t;
+    t.upproj_ms = rates_.upproj.ms(upproj_flops(s));
+    t.attn_ms = rates_.mha_attn.ms(mha_attn_flops(s));
+    if (masked) {
+        const double words = double(s.s_q) * double((s.s_k + 31) / 32);
+        t.mask_ms = rates_.mask.overhead_ms + double(s.s_q) * s.topk * rates_.mask.ms_per_index +
+                    words * rates_.mask.ms_per_word;
+    }
+    return t;
+}
+
+MqaTimes CostModel::mqa(const AttnShape& s) const {
+    return {rates_.absorb.ms(absorb_flops(s)), rates_.mqa_attn.ms(mqa_attn_flops(s, rates_.mqa_head_tile))};
+}
+
+PathTimes CostModel::predict(const AttnShape& s) const {
+    return {mha(s, s.s_k > s.topk).total(), mqa(s).total()};
+}
+
+ModelCrossover model_crossover(const CostModel& m, int heads, int topk, double ratio, long max_s_q) {
+    if (!(ratio >= 1)) fail_arg("model_crossover: ratio s_k/s_q = {} must be at least 1", ratio);
+    // Positive where sparse MQA wins. Only s_k > topk counts: below it the path is dense MHA anyway.
+    auto margin = [&](long s_q) {
+        AttnShape s{s_q, std::max(s_q, long(std::ceil(ratio * double(s_q)))), heads, topk};
+        PathTimes t = m.predict(s);
+        return std::log(t.mha_ms / t.mqa_ms);
+    };
+    long lo = std::max(1L, long(std::floor(double(topk) / ratio)));
+    while (lo < max_s_q && std::ceil(ratio * double(lo)) <= topk) ++lo;
+    if (margin(lo) >= 0) return {ModelCrossover::Kind::mqa_throughout, lo};
+    if (margin(max_s_q) < 0) return {ModelCrossover::Kind::mha_throughout, max_s_q};
+    long hi = max_s_q;
+    while (hi - lo > 1) {
+        long mid = lo + (hi - lo) / 2;
+        (margin(mid) < 0 ? lo : hi) = mid;
+    }
+    return {ModelCrossover::Kind::at, hi};
+}
+
+}  // namespace mlajit

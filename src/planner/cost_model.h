@@ -1,0 +1,92 @@
+// Predicted time of each prefill path for one request (DESIGN.md section 5), used when no calibration table
+// measured on this GPU covers the request. Every term is a kernel rate times a FLOP or element count, so
+// the calibration (or mlajit's own measured kernel speeds) can replace the rates without touching the
+// formulas.
+#pragma once
+#include <optional>
+#include <string_view>
+
+namespace mlajit {
+
+// One request: its queries are the last s_q of its s_k key positions (bottom-right causal alignment);
+// heads are the local (per-rank) query heads.
+struct AttnShape {
+    long s_q = 0;
+    long s_k = 0;
+    int heads = 0;
+    int topk = 0;
+};
+
+// Throws Error(INVALID_ARGUMENT) naming `what` (e.g. "request 3") and the bad field.
+void check_shape(const AttnShape& s, std::string_view what);
+
+// t = overhead_ms + flops / rate.
+struct KernelRate {
+    double tflops = 0;       // sustained rate on the FLOPs the term counts
+    double overhead_ms = 0;  // what a call costs beyond its FLOPs (launch, tails of small grids)
+    double ms(double flops) const { return overhead_ms + flops / (tflops * 1e9); }
+};
+
+// Building the packed top-k bitmask: scattering the indices dominates; the per-word part zeroes and
+// writes the rows.
+struct MaskBuildCost {
+    double overhead_ms = 0;
+    double ms_per_index = 0;  // per (query, topk) index
+    double ms_per_word = 0;   // per 32-bit mask word
+};
+
+struct KernelRates {
+    KernelRate upproj;    // kv_c [s_k,512] x W_kv_b^T -> [s_k, h*256]
+    KernelRate mha_attn;  // causal attention, d_qk 192, d_v 128
+    MaskBuildCost mask;   // masked MHA only
+    KernelRate absorb;    // the two bmm's of sparse MQA: [s_q,h,128]x[128,512] and [s_q,h,512]x[512,128]
+    KernelRate mqa_attn;  // sparse attention over the top-k latent rows, d_qk 576, d_v 512
+    int mqa_head_tile = 64;  // the sparse kernel pads heads up to a multiple of this (16, 32 or 64)
+};
+
+// The "no table" default: cuDNN / cuBLAS / FlashMLA-class kernels on an H200 (fits in cost_model.cpp).
+// They do not describe another GPU or mlajit's own kernels; a calibration table measured on the local GPU
+// replaces them.
+KernelRates h200_anchor_rates();
+
+// FLOP and element counts of the terms.
+double causal_pairs(long s_q, long s_k);  // s_q*(s_k - s_q) + s_q^2/2
+double upproj_flops(const AttnShape& s);
+double mha_attn_flops(const AttnShape& s);
+double absorb_flops(const AttnShape& s);
+int padded_heads(int heads, int head_tile);
+double mqa_attn_flops(const AttnShape& s, int head_tile);
+
+struct MhaTimes {
+    double upproj_ms = 0, attn_ms = 0, mask_ms = 0;
+    double total() const { return upproj_ms + attn_ms + mask_ms; }
+};
+struct MqaTimes {
+    double absorb_ms = 0, attn_ms = 0;
+    double total() const { return absorb_ms + attn_ms; }
+};
+// Whole-path times of one request. mha_ms is masked MHA when s_k > topk, dense MHA otherwise.
+struct PathTimes {
+    double mha_ms = 0, mqa_ms = 0;
+};
+
+class CostModel {
+public:
+    explicit CostModel(KernelRates rates = h200_anchor_rates());
+    MhaTimes mha(const AttnShape& s, bool masked) const;
+    MqaTimes mqa(const AttnShape& s) const;
+    PathTimes predict(const AttnShape& s) const;
+    const KernelRates& rates() const { return rates_; }
+
+private:
+    KernelRates rates_;
+};
+
+// Where masked MHA stops winning along s_k = ratio * s_q (ratio >= 1), s_k > topk only.
+struct ModelCrossover {
+    enum class Kind { at, mha_throughout, mqa_throughout } kind = Kind::at;
+    long s_q = 0;  // Kind::at: the first s_q where sparse MQA is predicted faster
+};
+ModelCrossover model_crossover(const CostModel& m, int heads, int topk, double ratio, long max_s_q = 1L << 22);
+
+}  // namespace mlajit

@@ -1,0 +1,38 @@
+// Path times read off a calibration table. Times follow power laws in the sequence lengths (quadratic
+// attention, linear projections), so they are interpolated as log(ms), bilinear in (log s_q, log s_k):
+// exact for a power law. Grids have no cells below the diagonal (s_k < s_q), so a grid square cut by the
+// diagonal has one corner missing; there the three remaining corners are interpolated linearly (the
+// triangle holds every valid point of that square when the axes share their values).
+#pragma once
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "planner/calibration.h"
+#include "planner/cost_model.h"
+
+namespace mlajit {
+
+class TablePredictor {
+public:
+    explicit TablePredictor(const CalibrationTable& t);
+
+    // nullopt when the table cannot answer: another topk, or the point lies outside the measured grid of
+    // the head count used; the caller then uses the cost model for both paths (never one path from each).
+    std::optional<PathTimes> predict(const AttnShape& s) const;
+
+    // The head count whose cells answer for `heads`: itself if measured, else the nearest in log scale
+    // (ties to the larger count).
+    int heads_used(int heads) const;
+    int topk() const { return topk_; }
+
+private:
+    struct Grid {
+        std::vector<double> xs, ys;                        // log s_q, log s_k values measured (sorted)
+        std::map<std::pair<size_t, size_t>, PathTimes> at;  // (x index, y index) -> log(ms) of both paths
+    };
+    int topk_ = 0;
+    std::map<int, Grid> grids_;  // by heads
+};
+
+}  // namespace mlajit

@@ -1,0 +1,172 @@
+// The JIT pipeline without a GPU: real kernel templates compile to sm_80 and sm_90a cubins, a broken
+// template fails with its log, cache keys change with exactly what changes the binary, and the no-driver
+// path gives its clear error.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <regex>
+
+#include "common/error.h"
+#include "cuda/driver_api.h"
+#include "jit/compiler.h"
+#include "jit/kernel_store.h"
+#include "jit/nvrtc_api.h"
+#include "ops/kernel_configs.h"
+#include "ops/variants.h"
+#include "runtime/handle.h"
+
+using namespace mlajit;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path fresh_dir(const char* tag) {
+    std::random_device rd;
+    auto p = fs::temp_directory_path() / fmt::format("mlajit-test-{}-{:x}", tag, rd());
+    fs::remove_all(p);
+    return p;
+}
+
+PreparedKernel prep(const KernelSpec& s, const KernelFiles& files, std::vector<std::string> flags = {}) {
+    return prepare_kernel(s, files, flags, nvrtc_available() ? nvrtc().major : 13, nvrtc_available() ? nvrtc().minor : 0);
+}
+
+// A cubin is an ELF file: check the magic, not just "some bytes came back".
+bool is_elf(const std::vector<char>& b) { return b.size() > 64 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F'; }
+}  // namespace
+
+TEST_CASE("jit: every kernel variant of the model compiles to sm_80 and sm_90a cubins") {
+    REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
+    auto specs = model_variants(model_preset("deepseek-v3.2"), {1, 8}, {Arch::parse("sm_80"), Arch::parse("sm_90a")});
+    CHECK(specs.size() >= 8);
+    for (const auto& s : specs) {
+        CAPTURE(spec_name(s));
+        auto k = prep(s, kernel_files());
+        CompileOutput out = compile_kernel(k);
+        CHECK(is_elf(out.cubin));
+        // Spills would silently cost speed: the kernels are written to have none in the shipped configs.
+        const bool no_spills = !std::regex_search(out.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)"));
+        CHECK_MESSAGE(no_spills, out.log);
+        MESSAGE(fmt::format("{}: {:.0f} ms, {} bytes", spec_name(s), out.compile_ms, out.cubin.size()));
+    }
+}
+
+TEST_CASE("jit: a broken template fails with the kernel name, options and NVRTC log") {
+    REQUIRE(nvrtc_available());
+    KernelFiles files = kernel_files();
+    files.files["topk_mask.cuh"] += "\nthis is not CUDA;\n";
+    auto k = prep(topk_mask_spec(Arch::parse("sm_80")), files);
+    try {
+        compile_kernel(k);
+        FAIL("a broken template compiled");
+    } catch (const Error& e) {
+        std::string m = e.what();
+        CHECK(e.status() == MLAJIT_ERROR_COMPILE);
+        CHECK(m.find("topk_mask[") != std::string::npos);
+        CHECK(m.find("--gpu-architecture=sm_80") != std::string::npos);
+        CHECK(m.find("topk_mask.cuh(") != std::string::npos);  // the log points at file(line)
+        CHECK(m.find("error") != std::string::npos);
+    }
+}
+
+TEST_CASE("jit: the cache key changes with source, options, arch, format and NVRTC version, not with the cache path") {
+    const KernelFiles& files = kernel_files();
+    KernelSpec s80 = mha_spec(Arch::parse("sm_80"), supported_mha_tiles()[0], false);
+    auto base = prepare_kernel(s80, files, {}, 13, 0);
+    // Same inputs, same key, regardless of where the cache lives (the key never sees a path).
+    CHECK(prepare_kernel(s80, files, {}, 13, 0).key == base.key);
+    // Arch: sm_90a is not sm_90.
+    KernelSpec s90 = s80, s90a = s80;
+    s90.arch = Arch::parse("sm_90");
+    s90a.arch = Arch::parse("sm_90a");
+    CHECK_FALSE(prepare_kernel(s90, files, {}, 13, 0).key == prepare_kernel(s90a, files, {}, 13, 0).key);
+    CHECK_FALSE(prepare_kernel(s90a, files, {}, 13, 0).key == base.key);
+    // Options (MLAJIT_NVRTC_FLAGS is part of the key).
+    CHECK_FALSE(prepare_kernel(s80, files, {"-DX=1"}, 13, 0).key == base.key);
+    // NVRTC version changes the key but not the source key (used to find entries when NVRTC is absent).
+    auto other_nvrtc = prepare_kernel(s80, files, {}, 12, 8);
+    CHECK_FALSE(other_nvrtc.key == base.key);
+    CHECK(other_nvrtc.source_key == base.source_key);
+    // Spec parameters.
+    CHECK_FALSE(prepare_kernel(mha_spec(Arch::parse("sm_80"), supported_mha_tiles()[0], true), files, {}, 13, 0).key == base.key);
+    // An included file's text (not only the template's own).
+    KernelFiles edited = files;
+    edited.files["mlajit_device.cuh"] += "\n// edit\n";
+    CHECK_FALSE(prepare_kernel(s80, edited, {}, 13, 0).key == base.key);
+    // A file the template does not include does not change its key.
+    KernelFiles unrelated = files;
+    unrelated.files["sparse_mqa_fwd.cuh"] += "\n// edit\n";
+    CHECK(prepare_kernel(s80, unrelated, {}, 13, 0).key == base.key);
+    // The format version is hashed first: check it is in the hashed material by construction.
+    CHECK(kCacheFormatVersion == DiskCache::kFormatVersion);
+}
+
+TEST_CASE("jit: kernel store compiles on a miss, then hits disk in a new process-like store, then memory") {
+    REQUIRE(nvrtc_available());
+    auto dir = fresh_dir("store");
+    KernelSpec spec = topk_mask_spec(Arch::parse("sm_90a"));
+    KernelStore::Options o;
+    o.cache_root = dir;
+    std::vector<char> first;
+    {
+        KernelStore st(o);
+        auto t0 = std::chrono::steady_clock::now();
+        auto c = st.cubin(spec);
+        double cold_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        CHECK(c->origin == Cubin::Origin::compiled);
+        CHECK(st.stats().compiled == 1);
+        first = c->bytes;
+        // Memory hit: the hot path of the store (no hashing of source, no I/O).
+        const int n = 200000;
+        auto t1 = std::chrono::steady_clock::now();
+        for (int i = 0; i < n; ++i) CHECK_FALSE(st.cubin(spec) == nullptr);
+        double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t1).count() / n;
+        MESSAGE(fmt::format("cold compile+store {:.0f} ms; memory hit {:.0f} ns per lookup", cold_ms, ns));
+    }
+    {
+        KernelStore st(o);
+        auto t0 = std::chrono::steady_clock::now();
+        auto c = st.cubin(spec);
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        CHECK(c->origin == Cubin::Origin::disk);
+        CHECK(st.stats().compiled == 0);
+        CHECK(c->bytes == first);
+        MESSAGE(fmt::format("disk hit (key + load + checksum) {:.2f} ms", ms));
+    }
+    {
+        KernelStore::Options off = o;
+        off.offline = true;
+        off.cache_root = dir / "empty";
+        KernelStore st(off);
+        try {
+            st.cubin(spec);
+            FAIL("offline miss did not fail");
+        } catch (const Error& e) {
+            CHECK(e.status() == MLAJIT_ERROR_CACHE_MISS);
+            CHECK(std::string(e.what()).find("mlajit-warmup") != std::string::npos);
+        }
+    }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("jit: without a driver, launching says so clearly instead of crashing") {
+    if (driver_available()) {
+        MESSAGE("a GPU driver is present: the no-driver path is not exercised on this machine");
+        return;
+    }
+    try {
+        Handle h(0);
+        FAIL("a handle was created with no driver");
+    } catch (const Error& e) {
+        CHECK(e.status() == MLAJIT_ERROR_NO_DRIVER);
+        CHECK(std::string(e.what()).find("libcuda.so.1") != std::string::npos);
+    }
+    mlajit_handle h = nullptr;
+    CHECK(mlajit_create(0, &h) == MLAJIT_ERROR_NO_DRIVER);
+    CHECK(h == nullptr);
+    CHECK(std::string(mlajit_last_error()).find("no CUDA driver") != std::string::npos);
+    // An op on a null handle is an argument error, not a crash.
+    mlajit_mha_args a{};
+    CHECK(mlajit_mha_prefill(nullptr, &a, nullptr) == MLAJIT_ERROR_INVALID_ARGUMENT);
+}

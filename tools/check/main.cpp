@@ -1,0 +1,203 @@
+// mlajit-check: one checked DSA prefill through the library on this machine's GPU. Runs every path that
+// is valid for the shape (dense MHA when s_k <= topk, masked MHA, sparse MQA), checks a sample of rows of
+// each against the float64 reference, and prints each path's time. `--has-gpu` only says whether a GPU
+// is usable (exit 0) or not (exit 1), for scripts.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "cuda/driver_api.h"
+#include "mlajit/mlajit.h"
+#include "reference/reference.h"
+
+namespace R = mlajit::ref;
+using mlajit::driver;
+
+namespace {
+
+struct Dev {
+    CUdeviceptr p = 0;
+    explicit Dev(size_t bytes) { MLAJIT_CU(cuMemAlloc(&p, std::max<size_t>(bytes, 16)), "allocating"); }
+    template <typename T>
+    explicit Dev(const std::vector<T>& h) : Dev(h.size() * sizeof(T)) {
+        MLAJIT_CU(cuMemcpyHtoD(p, h.data(), h.size() * sizeof(T)), "uploading");
+    }
+    ~Dev() { driver().cuMemFree(p); }
+    void* get() const { return reinterpret_cast<void*>(p); }
+    template <typename T>
+    std::vector<T> download(size_t n) const {
+        std::vector<T> h(n);
+        MLAJIT_CU(cuCtxSynchronize(), "waiting for the kernels");
+        MLAJIT_CU(cuMemcpyDtoH(h.data(), p, n * sizeof(T)), "downloading");
+        return h;
+    }
+};
+
+mlajit_tensor tensor(void* d, mlajit_dtype dt, std::vector<int64_t> shape) {
+    mlajit_tensor t{};
+    t.data = d;
+    t.dtype = dt;
+    t.ndim = (int)shape.size();
+    int64_t s = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+        t.shape[i] = shape[i];
+        t.stride[i] = s;
+        s *= shape[i];
+    }
+    return t;
+}
+
+void ok(mlajit_status s, const char* what) {
+    if (s != MLAJIT_OK) throw std::runtime_error(fmt::format("{}: {}: {}", what, mlajit_status_name(s), mlajit_last_error()));
+}
+
+template <typename F>
+double time_ms(CUstream st, F&& f, int reps = 10) {
+    CUevent a, b;
+    MLAJIT_CU(cuEventCreate(&a, 0), "event");
+    MLAJIT_CU(cuEventCreate(&b, 0), "event");
+    f();  // warm: compile/load happen here, not in the timing
+    std::vector<float> t;
+    for (int i = 0; i < reps; ++i) {
+        MLAJIT_CU(cuEventRecord(a, st), "event");
+        f();
+        MLAJIT_CU(cuEventRecord(b, st), "event");
+        MLAJIT_CU(cuEventSynchronize(b), "event");
+        float ms = 0;
+        MLAJIT_CU(cuEventElapsedTime(&ms, a, b), "event");
+        t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    driver().cuEventDestroy(a);
+    driver().cuEventDestroy(b);
+    return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"mlajit-check: one checked DSA prefill on this GPU (every valid path against float64)"};
+    bool has_gpu = false;
+    int64_t heads = 16, s_q = 4096, s_k = 4096, topk = 2048;
+    app.add_flag("--has-gpu", has_gpu, "only report whether a GPU is usable (exit 0) or not (exit 1)");
+    app.add_option("--heads", heads, "local heads (128 / TP)")->check(CLI::Range(1, 128));
+    app.add_option("--s-q", s_q, "new tokens")->check(CLI::Range(1, 1 << 20));
+    app.add_option("--s-k", s_k, "keys incl. cached context (>= s-q)")->check(CLI::Range(1, 1 << 20));
+    app.add_option("--topk", topk, "DSA top-k")->check(CLI::Range(64, 4096));
+    CLI11_PARSE(app, argc, argv);
+    if (has_gpu) return mlajit::driver_available() ? 0 : 1;
+    try {
+        if (s_k < s_q) throw std::runtime_error("--s-k must be >= --s-q (queries are the last s_q of s_k keys)");
+        CUdevice dev;
+        CUcontext ctx;
+        MLAJIT_CU(cuDeviceGet(&dev, 0), "opening GPU 0");
+        MLAJIT_CU(cuDevicePrimaryCtxRetain(&ctx, dev), "retaining the primary context");
+        MLAJIT_CU(cuCtxSetCurrent(ctx), "making it current");
+        char name[256] = {};
+        driver().cuDeviceGetName(name, sizeof name, dev);
+        mlajit_handle h = nullptr;
+        ok(mlajit_create(-1, &h), "mlajit_create");
+        CUstream st = nullptr;
+        fmt::print("mlajit-check on {} ({}): heads {}, s_q {}, s_k {}, topk {}\n", name, mlajit_handle_arch(h), heads, s_q, s_k, topk);
+
+        R::Rng rng;
+        std::vector<int32_t> cu_q{0, (int32_t)s_q}, cu_k{0, (int32_t)s_k};
+        const double scale = 1.0 / std::sqrt(192.0);
+        auto idx = R::causal_topk_indices(rng, cu_q, cu_k, topk);
+        auto rows = R::sample_rows(rng, cu_q, 6);
+        struct Row {
+            std::string path;
+            double ms;
+            std::string check;
+        };
+        std::vector<Row> table;
+        Dev didx(idx), dcq(cu_q), dck(cu_k);
+
+        {  // sparse MQA over the latent rows
+            auto q = rng.normal_bf16(s_q * heads * 576, 1.0), kv = rng.normal_bf16(s_k * 576, 1.0);
+            Dev dq(q), dkv(kv), dout(s_q * heads * 512 * 2), dlse(s_q * heads * 4), dml(s_q * heads * 4);
+            mlajit_sparse_mqa_args a{};
+            a.q = tensor(dq.get(), MLAJIT_BF16, {s_q, heads, 576});
+            a.kv = tensor(dkv.get(), MLAJIT_BF16, {s_k, 576});
+            a.indices = tensor(didx.get(), MLAJIT_INT32, {s_q, topk});
+            a.out = tensor(dout.get(), MLAJIT_BF16, {s_q, heads, 512});
+            a.lse = tensor(dlse.get(), MLAJIT_FP32, {s_q, heads});
+            a.max_logits = tensor(dml.get(), MLAJIT_FP32, {s_q, heads});
+            a.sm_scale = (float)scale;
+            double ms = time_ms(st, [&] { ok(mlajit_sparse_mqa_prefill(h, &a, st), "sparse MQA"); });
+            R::SparseMqaArgs ra;
+            ra.q = R::View(q.data(), heads * 576, 576);
+            ra.kv = R::View(kv.data(), 576, 0);
+            ra.indices = idx.data();
+            ra.s_q = s_q;
+            ra.s_kv = s_k;
+            ra.heads = heads;
+            ra.topk = topk;
+            ra.sm_scale = (float)scale;
+            ra.rows = rows;
+            auto out = dout.download<uint16_t>(s_q * heads * 512);
+            auto rep = R::check_out("out", R::View(out.data(), heads * 512, 512), R::sparse_mqa(ra));
+            table.push_back({"sparse_mqa", ms, rep.summary()});
+        }
+        {  // masked MHA (and dense when exact) over decompressed K/V
+            auto q = rng.normal_bf16(s_q * heads * 192, 1.0), kn = rng.normal_bf16(s_k * heads * 128, 1.0),
+                 kp = rng.normal_bf16(s_k * 64, 1.0), v = rng.normal_bf16(s_k * heads * 128, 1.0);
+            const int64_t words = mlajit_topk_mask_words(s_k);
+            Dev dq(q), dkn(kn), dkp(kp), dv(v), dout(s_q * heads * 128 * 2), dlse(s_q * heads * 4), dmask(s_q * words * 4);
+            mlajit_topk_mask_args m{};
+            m.indices = tensor(didx.get(), MLAJIT_INT32, {s_q, topk});
+            m.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {2});
+            m.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {2});
+            m.cu_seqlens_q_host = cu_q.data();
+            m.cu_seqlens_k_host = cu_k.data();
+            m.mask = tensor(dmask.get(), MLAJIT_UINT32, {s_q, words});
+            mlajit_mha_args a{};
+            a.q = tensor(dq.get(), MLAJIT_BF16, {s_q, heads, 192});
+            a.k_nope = tensor(dkn.get(), MLAJIT_BF16, {s_k, heads, 128});
+            a.k_pe = tensor(dkp.get(), MLAJIT_BF16, {s_k, 64});
+            a.v = tensor(dv.get(), MLAJIT_BF16, {s_k, heads, 128});
+            a.out = tensor(dout.get(), MLAJIT_BF16, {s_q, heads, 128});
+            a.lse = tensor(dlse.get(), MLAJIT_FP32, {s_q, heads});
+            a.cu_seqlens_q = m.cu_seqlens_q;
+            a.cu_seqlens_k = m.cu_seqlens_k;
+            a.cu_seqlens_q_host = cu_q.data();
+            a.cu_seqlens_k_host = cu_k.data();
+            a.sm_scale = (float)scale;
+            R::MhaArgs ra;
+            ra.q = R::View(q.data(), heads * 192, 192);
+            ra.k_nope = R::View(kn.data(), heads * 128, 128);
+            ra.k_pe = R::View(kp.data(), 64, 0);
+            ra.v = R::View(v.data(), heads * 128, 128);
+            ra.cu_seqlens_q = cu_q;
+            ra.cu_seqlens_k = cu_k;
+            ra.heads = heads;
+            ra.sm_scale = (float)scale;
+            ra.rows = rows;
+            if (s_k <= topk) {
+                double ms = time_ms(st, [&] { ok(mlajit_mha_prefill(h, &a, st), "dense MHA"); });
+                auto out = dout.download<uint16_t>(s_q * heads * 128);
+                table.push_back({"dense_mha", ms, R::check_out("out", R::View(out.data(), heads * 128, 128), R::mha(ra)).summary()});
+            }
+            a.mask = m.mask;
+            double ms = time_ms(st, [&] {
+                ok(mlajit_topk_mask_build(h, &m, st), "top-k mask");
+                ok(mlajit_mha_prefill(h, &a, st), "masked MHA");
+            });
+            auto mask = R::topk_mask(idx.data(), topk, topk, cu_q, cu_k, words);
+            ra.mask = mask.data();
+            ra.mask_stride_words = words;
+            auto out = dout.download<uint16_t>(s_q * heads * 128);
+            table.push_back({"masked_mha (+mask build)", ms, R::check_out("out", R::View(out.data(), heads * 128, 128), R::mha(ra)).summary()});
+        }
+        fmt::print("{:<26} {:>9}  {}\n", "path", "ms", "check vs float64 (sampled rows)");
+        for (auto& r : table) fmt::print("{:<26} {:>9.3f}  {}\n", r.path, r.ms, r.check);
+        mlajit_destroy(h);
+        bool all_ok = true;
+        for (auto& r : table) all_ok = all_ok && r.check.find("FAIL") == std::string::npos;
+        return all_ok ? 0 : 3;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "mlajit-check: {}\n", e.what());
+        return 2;
+    }
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up the machine (Debian packages), builds with warnings as errors, runs every test suite.
+# GPU suites run where a GPU and driver exist and skip themselves, saying so, elsewhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/build.sh
+build="${MLAJIT_BUILD_DIR:-build}"
+ctest --test-dir "$build" --output-on-failure
