@@ -55,6 +55,9 @@
 #ifndef MJ_MQA_PINGPONG  // default: ping-pong where it was measured faster (64 heads x 64 keys, sm_90)
 #define MJ_MQA_PINGPONG (MJ_BLOCK_H == 64 && MJ_BLOCK_N == 64 && MJ_MQA_KSPLIT == 2)
 #endif
+#ifndef MJ_MQA_PP_TURNS  // ping-pong: S phases of the two groups strictly alternate (0: free-running)
+#define MJ_MQA_PP_TURNS 1
+#endif
 #ifndef MJ_MQA_DEV_SKIP  // 1: no P V mma, 2: no S mma (timing breakdown only: results are wrong)
 #define MJ_MQA_DEV_SKIP 0
 #endif
@@ -494,8 +497,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             mj_mbar_wait(mb_full + 8 * slot, (unsigned)((k / kS) & 1));
             mj_bar_sync(kBarRg + rg, 128);  // this group's P V of the previous tile is done (P, stats reusable)
             // S turns alternate: group 0 for tile k, group 1 for tile k, group 0 for tile k + 1, ...
-            if (rg == 1) mj_bar_sync(kBarTurn + 1, kThreads);
-            else if (k > 0) mj_bar_sync(kBarTurn, kThreads);
+            if constexpr (MJ_MQA_PP_TURNS != 0) {
+                if (rg == 1) mj_bar_sync(kBarTurn + 1, kThreads);
+                else if (k > 0) mj_bar_sync(kBarTurn, kThreads);
+            }
 
             const mj_u32 stage = sb + kOffK + slot * kStageBytes;
             float acc[kMTW][kNTW][4];
@@ -504,8 +509,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
                 if (kh == 0) qk_steps<0, 18>(acc, qn, qr, stage + krow * 1024, stage + kN * 1024 + krow * 128, oa, ob);
                 else qk_steps<18, 18>(acc, qn, qr, stage + krow * 1024, stage + kN * 1024 + krow * 128, oa, ob);
             }
-            if (rg == 0) mj_bar_arrive(kBarTurn + 1, kThreads);
-            else if (t_next < ntiles) mj_bar_arrive(kBarTurn, kThreads);
+            if constexpr (MJ_MQA_PP_TURNS != 0) {
+                if (rg == 0) mj_bar_arrive(kBarTurn + 1, kThreads);
+                else if (t_next < ntiles) mj_bar_arrive(kBarTurn, kThreads);
+            }
             if (rg == 0 && have) issue_next();
 
             // Reduce-scatter in two rounds through the pair's slot: warp 0 sends its m-tile 1 partial, warp 1

@@ -80,7 +80,7 @@ struct Run {
 };
 
 // Runs mlajit-warmup in an environment without the caller's MLAJIT_* variables (they would change keys
-// or arches), plus `env`. MLAJIT_CACHE_DIR points at a scratch folder unless `env` sets it, so that no
+// or arches), plus `env`; only the library locations (MLAJIT_NVRTC_LIB, MLAJIT_CUDA_LIB) pass through. MLAJIT_CACHE_DIR points at a scratch folder unless `env` sets it, so that no
 // run can write the user's real cache.
 Run run_tool(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
     static TempDir scratch;
@@ -96,6 +96,9 @@ Run run_tool(const std::vector<std::string>& args, const std::map<std::string, s
         if (keep) envs.push_back(s);
     }
     if (!env.count("MLAJIT_CACHE_DIR")) envs.push_back("MLAJIT_CACHE_DIR=" + (scratch.path / "default-cache").string());
+    // For kernel work in progress: run these cases against a scratch copy of kernels_src. Unset (always
+    // in CI), the tool compiles the kernels embedded in it.
+    if (const char* k = std::getenv("MLAJIT_TEST_KERNELS_DIR")) envs.push_back(std::string("MLAJIT_KERNELS_DIR=") + k);
     for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
 
     std::vector<std::string> argv_s{exe.string()};

@@ -91,10 +91,10 @@ void need(std::string_view fn, bool ok, const char* what) {
 // give one fixed summation order.
 double dot(const double* a, const double* b, int64_t n) {
     double s[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
+    const int64_t body = n - n % 8;
+    for (int64_t i = 0; i < body; i += 8)
         for (int k = 0; k < 8; ++k) s[k] += a[i + k] * b[i + k];
-    for (; i < n; ++i) s[0] += a[i] * b[i];
+    for (int64_t i = body; i < n; ++i) s[0] += a[i] * b[i];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 

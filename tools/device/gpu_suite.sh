@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one call on a GPU machine: build (Release), the GPU tests against the float64
 # reference, and mlajit-check at a few shapes. Logs go to $OUT (or /tmp/mlajit-gpu); the last line is a
-# summary. Headers a bare GPU machine lacks can travel in .devdeps/include (see tools/device/README.md).
+# summary. Warnings are not errors here (the GPU machine has another g++; CI enforces them). Headers a bare GPU machine lacks can travel in .devdeps/include (see tools/device/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/mlajit-gpu}"
@@ -10,10 +10,10 @@ prefix=()
 [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
 build="${MLAJIT_BUILD_DIR:-build-gpu}"
 t0=$(date +%s)
-if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" >"$out/configure.log" 2>&1; then
+if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF "${prefix[@]}" >"$out/configure.log" 2>&1; then
   tail -30 "$out/configure.log"; echo "SUMMARY: configure failed"; exit 1
 fi
-if ! cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1; then
+if ! cmake --build "$build" -j "$(nproc)" --target mlajit_gpu_tests mlajit-check >"$out/build.log" 2>&1; then
   grep -E "error|FAILED" -A6 "$out/build.log" | head -80; echo "SUMMARY: build failed"; exit 1
 fi
 echo "build: $(( $(date +%s) - t0 )) s"

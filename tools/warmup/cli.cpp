@@ -113,8 +113,8 @@ std::vector<Arch> resolve_archs(const std::vector<std::string>& arch_flag) {
     out = local_gpu_archs(&why);
     if (out.empty())
         throw UsageError(fmt::format("no target arch: --arch was not given, MLAJIT_ARCH is unset and no local GPU "
-                                     "could be asked ({}). Pass the arch to compile for, e.g. --arch sm_90a "
-                                     "(H100/H200) or --arch sm_80 (A100); several are comma-separated",
+                                     "could be asked. Pass the arch to compile for, e.g. --arch sm_90a (H100/H200) or "
+                                     "--arch sm_80 (A100); several are comma-separated.\n(Why no GPU: {})",
                                      why));
     return out;
 }

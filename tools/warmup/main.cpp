@@ -15,7 +15,8 @@ namespace {
 using namespace mlajit::cli;
 
 // "mlajit-warmup --tp 8 --arch sm_90a" means the warmup subcommand: insert its name unless the first
-// argument names a subcommand or asks the top level for help or the version.
+// argument names a subcommand or asks the top level for help or the version. Empty: argv[1] names no
+// subcommand (CLI11 would report it mixed up with the arguments after it).
 std::vector<const char*> with_default_command(int argc, char** argv, const std::vector<CommandDef>& cmds) {
     std::vector<const char*> args(argv, argv + argc);
     if (argc >= 2) {
@@ -23,7 +24,7 @@ std::vector<const char*> with_default_command(int argc, char** argv, const std::
         if (first == "-h" || first == "--help" || first == "--version") return args;
         for (const auto& c : cmds)
             if (first == c.name) return args;
-        if (first.empty() || first[0] != '-') return args;  // an unknown subcommand: let the parser say so
+        if (first.empty() || first[0] != '-') return {};  // an unknown subcommand
     }
     args.insert(args.begin() + 1, kDefaultCommand);
     return args;
@@ -53,6 +54,13 @@ int main(int argc, char** argv) {
     }
 
     auto args = with_default_command(argc, argv, cmds);
+    if (args.empty()) {
+        std::string known;
+        for (const auto& c : cmds) known += (known.empty() ? "" : ", ") + c.name;
+        std::cerr << "mlajit-warmup: '" << argv[1] << "' is not a subcommand: use one of " << known
+                  << " (see mlajit-warmup --help)\n";
+        return kExitUsage;
+    }
     try {
         app.parse(int(args.size()), args.data());
     } catch (const CLI::ParseError& e) {

@@ -54,11 +54,20 @@ void Progress::finished(const std::string& kernel, Outcome outcome, double secon
 void Progress::redraw_locked() {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     std::string line = fmt::format("[{}/{}] {:.1f}s", done_, total_, elapsed);
+    const size_t cols = terminal_columns();
     if (!in_flight_.empty()) {
-        line += " compiling " + in_flight_.back();
+        line += " compiling";
         if (in_flight_.size() > 1) line += fmt::format(" (+{} more)", in_flight_.size() - 1);
+        line += " ";
+        // Spec names differ at both ends (family ... MASKED=1 ... @arch): elide the middle to fit.
+        std::string name = in_flight_.back();
+        const size_t room = cols > line.size() + 1 ? cols - line.size() - 1 : 0;
+        if (name.size() > room && room >= 12) {
+            const size_t tail = room / 2;
+            name = name.substr(0, room - tail - 3) + "..." + name.substr(name.size() - tail);
+        }
+        line += name;
     }
-    size_t cols = terminal_columns();
     if (line.size() >= cols) line.resize(cols - 1);
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
     std::fflush(stderr);

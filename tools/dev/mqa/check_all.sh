@@ -10,5 +10,6 @@ for c in $cfgs; do
   rc=$?
   regs=$(echo "$out" | grep -o "Used [0-9]* registers" ); sp=$(echo "$out" | grep -o "[0-9]* bytes spill stores")
   echo "H=$h N=$n S=$s $arch rc=$rc $regs, $sp"
-  [ $rc -ne 0 ] && echo "$out" | grep -i error | head -5
+  if [ $rc -ne 0 ]; then echo "$out" | grep -i error | head -5; fi
 done
+exit 0
