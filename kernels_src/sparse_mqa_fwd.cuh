@@ -10,8 +10,8 @@
 //      64      64     8     2      230304   sm_90       1              default sm_90, h > 32 (ping-pong)
 //      64      32     8     3      189312   sm_90       1
 //      64      32     8     2      152416   sm_80 sm_90 1              default sm_80, h > 32
-//      32      64     8     2      189216   sm_90       1
-//      32      32     8     2      113376   sm_80 sm_90 1              default 16 < h <= 32
+//      32      64     8     2      189216   sm_90       1              default sm_90, 16 < h <= 32
+//      32      32     8     2      113376   sm_80 sm_90 1              default sm_80, 16 < h <= 32
 //      16      64     8     2      168672   sm_90       1
 //      16      32     8     2       93856   sm_80 sm_90 1 (sm_90: 2)   default h <= 16
 //      16      32     8     3      130752   sm_80 sm_90 1
@@ -46,7 +46,9 @@
 //    softmax and P V (tensor-bound), so both pipes stay busy. Only the K ring is shared: per-slot mbarriers
 //    (full: cp.async completion of all 256 threads; empty: every thread after its P V reads). Each group
 //    gathers its own 32 rows of every tile, which is what lets its exchange use only its own P rows.
-//    Measured on H200 (h 128, 4096 tokens, topk 2048): 5.89 ms against 6.60 ms lock-step.
+//    Measured on H200 (h 128, 4096 tokens, topk 2048): 5.94 ms against 6.57 ms lock-step. Both are held
+//    back by the 2-slot ring (one 72 KB tile in flight per SM; the loop without the S math still takes
+//    4.4 ms): a deeper ring needs shared memory this tier does not have at 64 heads x 64 keys.
 #include "mlajit_device.cuh"
 
 #ifndef MJ_MQA_KSPLIT  // development overrides only; the runtime never sets them

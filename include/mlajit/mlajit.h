@@ -116,6 +116,17 @@ MLAJIT_API mlajit_status mlajit_topk_mask_build(mlajit_handle handle, const mlaj
                                                 void* stream);
 
 /* ---------------------------------------------------------------------------------------------------
+ * Planner: per request, the path predicted fastest (dense MHA when s_k <= topk; else masked MHA or sparse
+ * MQA). Predictions come from a calibration table for gpu_name (in the cache, or MLAJIT_PLAN_TABLE) when
+ * there is one, else from a cost model with constants measured on the H200. MLAJIT_PATH and
+ * MLAJIT_MASKED_MHA_MAX_SEQ override. gpu_name may be NULL. Output arrays have n entries; the two time
+ * arrays may be NULL. */
+typedef enum mlajit_path { MLAJIT_PATH_DENSE_MHA = 0, MLAJIT_PATH_MASKED_MHA = 1, MLAJIT_PATH_SPARSE_MQA = 2 } mlajit_path;
+MLAJIT_API const char* mlajit_path_name(mlajit_path path);
+MLAJIT_API mlajit_status mlajit_plan_prefill(const char* gpu_name, int heads, int topk, int n, const int64_t* s_q,
+                                             const int64_t* s_k, mlajit_path* paths, double* mha_ms, double* mqa_ms);
+
+/* ---------------------------------------------------------------------------------------------------
  * Cache and warmup. Compiles (or loads from the disk cache) the kernels one op would launch, without
  * launching; works with no GPU when the handle is NULL and arch is given ("sm_90a"). */
 typedef enum mlajit_kernel_family {

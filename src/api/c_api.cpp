@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "mlajit/mlajit.h"
 #include "ops/ops.h"
+#include "planner/planner.h"
 #include "runtime/handle.h"
 
 struct mlajit_handle_s {
@@ -107,6 +108,34 @@ MLAJIT_API size_t mlajit_topk_mask_bytes(int64_t total_q, int64_t max_seqlen_k) 
 
 MLAJIT_API mlajit_status mlajit_topk_mask_build(mlajit_handle handle, const mlajit_topk_mask_args* args, void* stream) {
     return guarded([&] { mlajit::topk_mask_build(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+}
+
+MLAJIT_API const char* mlajit_path_name(mlajit_path p) {
+    switch (p) {
+        case MLAJIT_PATH_DENSE_MHA: return "dense_mha";
+        case MLAJIT_PATH_MASKED_MHA: return "masked_mha";
+        case MLAJIT_PATH_SPARSE_MQA: return "sparse_mqa";
+    }
+    return "unknown_path";
+}
+
+MLAJIT_API mlajit_status mlajit_plan_prefill(const char* gpu_name, int heads, int topk, int n, const int64_t* s_q,
+                                             const int64_t* s_k, mlajit_path* paths, double* mha_ms, double* mqa_ms) {
+    return guarded([&] {
+        if (n < 0) mlajit::fail_arg("n (the number of requests) must be >= 0, got {}", n);
+        if (n > 0 && (!s_q || !s_k || !paths)) mlajit::fail_arg("s_q, s_k and paths must be non-NULL arrays of n = {} entries", n);
+        const auto& c = mlajit::config();
+        mlajit::Planner planner(mlajit::planner_options(c, heads, topk, mlajit::default_cache_root_from(c), gpu_name ? gpu_name : ""));
+        std::vector<mlajit::Request> batch((size_t)n);
+        for (int i = 0; i < n; ++i) batch[(size_t)i] = {(long)s_q[i], (long)s_k[i]};
+        auto plan = planner.plan(batch);
+        for (int i = 0; i < n; ++i) {
+            const auto& r = plan.requests[(size_t)i];
+            paths[i] = (mlajit_path)(int)r.path;
+            if (mha_ms) mha_ms[i] = r.mha_ms;
+            if (mqa_ms) mqa_ms[i] = r.mqa_ms;
+        }
+    });
 }
 
 }  // extern "C"

@@ -190,6 +190,15 @@ int main(int argc, char** argv) {
             auto out = dout.download<uint16_t>(s_q * heads * 128);
             table.push_back({"masked_mha (+mask build)", ms, R::check_out("out", R::View(out.data(), heads * 128, 128), R::mha(ra)).summary()});
         }
+        mlajit_path choice;
+        double mha_pred = 0, mqa_pred = 0;
+        ok(mlajit_plan_prefill(name, (int)heads, (int)topk, 1, &s_q, &s_k, &choice, &mha_pred, &mqa_pred), "planner");
+        std::string fastest;
+        double best = 1e30;
+        for (auto& r : table)
+            if (r.ms < best) best = r.ms, fastest = r.path;
+        fmt::print("planner: {} (predicted MHA path {:.3f} ms, sparse MQA path {:.3f} ms, projections included); "
+                   "fastest measured attention here: {}\n", mlajit_path_name(choice), mha_pred, mqa_pred, fastest);
         fmt::print("{:<26} {:>9}  {}\n", "path", "ms", "check vs float64 (sampled rows)");
         for (auto& r : table) fmt::print("{:<26} {:>9.3f}  {}\n", r.path, r.ms, r.check);
         mlajit_destroy(h);
