@@ -56,9 +56,15 @@ long parse_positive(const char* var, const std::string& v, long max) {
 TileOverride parse_tile(const char* var, const std::string& v) {
     auto x = v.find('x');
     if (x == std::string::npos) bad(var, v, "AxB with two whole numbers, e.g. 128x64");
+    auto part = [&](const std::string& s) {
+        char* end = nullptr;
+        long n = std::strtol(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || n <= 0 || n > 1024) bad(var, v, "AxB with two whole numbers from 1 to 1024, e.g. 128x64");
+        return (int)n;
+    };
     TileOverride t;
-    t.a = (int)parse_positive(var, v.substr(0, x), 1024);
-    t.b = (int)parse_positive(var, v.substr(x + 1), 1024);
+    t.a = part(v.substr(0, x));
+    t.b = part(v.substr(x + 1));
     return t;
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "jit/disk_cache.h"
 
 namespace fs = std::filesystem;
@@ -77,6 +78,7 @@ struct LogCapture {
     std::shared_ptr<CollectSink> sink = std::make_shared<CollectSink>();
     spdlog::level::level_enum old_level;
     LogCapture() {
+        mlajit::log();  // the library's logger, created on first use: capture that one
         logger = spdlog::get("mlajit");
         if (!logger) logger = spdlog::default_logger();
         old_level = logger->level();

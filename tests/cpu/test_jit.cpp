@@ -119,9 +119,11 @@ TEST_CASE("jit: kernel store compiles on a miss, then hits disk in a new process
         first = c->bytes;
         // Memory hit: the hot path of the store (no hashing of source, no I/O).
         const int n = 200000;
+        size_t sink = 0;
         auto t1 = std::chrono::steady_clock::now();
-        for (int i = 0; i < n; ++i) CHECK_FALSE(st.cubin(spec) == nullptr);
+        for (int i = 0; i < n; ++i) sink += st.cubin(spec)->bytes.size();  // no assertion inside the timed loop
         double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t1).count() / n;
+        CHECK(sink == first.size() * n);
         MESSAGE(fmt::format("cold compile+store {:.0f} ms; memory hit {:.0f} ns per lookup", cold_ms, ns));
     }
     {
