@@ -131,17 +131,24 @@ TEST_CASE("gpu: sparse MQA and masked MHA agree on DSA inputs (and dense when s_
         INFO("heads " << s.h << " s_q " << s.s_q << " s_k " << s.s_k << " topk " << s.topk);
         auto po = run_all_paths(G, rng, s.h, s.s_q, s.s_k, s.topk);
         // Each path rounds different intermediates to bf16 (absorbed q vs decompressed K/V), so the two
-        // agree to bf16 accuracy, not bit for bit: same bounds as against the reference.
+        // agree to bf16 accuracy, not bit for bit. Against the reference each gets the standard bound;
+        // path against path, the two errors add (|a - b| <= |a - ref| + |ref - b|), so that bound is
+        // doubled (seen on the H200: 1 element of 425,984 at 1.04x the single bound, both paths within it
+        // against the reference).
         const auto tol = R::out_tolerance(po.want.out);
+        auto pair_tol = tol;
+        pair_tol.rtol *= 2;
+        pair_tol.atol *= 2;
+        pair_tol.rel_l2_max *= 2;
         auto shape = std::vector<int64_t>{(int64_t)po.want.rows.size(), s.h, 128};
         CHECK_MESSAGE(R::check_close("mqa vs reference", po.mqa, po.want.out, tol, shape, po.want.rows).ok(),
                       R::check_close("mqa vs reference", po.mqa, po.want.out, tol, shape, po.want.rows).summary());
         CHECK_MESSAGE(R::check_close("masked mha vs reference", po.masked, po.want.out, tol, shape, po.want.rows).ok(),
                       R::check_close("masked mha vs reference", po.masked, po.want.out, tol, shape, po.want.rows).summary());
-        CHECK_MESSAGE(R::check_close("mqa vs masked mha", po.mqa, po.masked, tol, shape, po.want.rows).ok(),
-                      R::check_close("mqa vs masked mha", po.mqa, po.masked, tol, shape, po.want.rows).summary());
+        CHECK_MESSAGE(R::check_close("mqa vs masked mha", po.mqa, po.masked, pair_tol, shape, po.want.rows).ok(),
+                      R::check_close("mqa vs masked mha", po.mqa, po.masked, pair_tol, shape, po.want.rows).summary());
         if (!po.dense.empty())
-            CHECK_MESSAGE(R::check_close("dense vs masked mha", po.dense, po.masked, tol, shape, po.want.rows).ok(),
-                          R::check_close("dense vs masked mha", po.dense, po.masked, tol, shape, po.want.rows).summary());
+            CHECK_MESSAGE(R::check_close("dense vs masked mha", po.dense, po.masked, pair_tol, shape, po.want.rows).ok(),
+                          R::check_close("dense vs masked mha", po.dense, po.masked, pair_tol, shape, po.want.rows).summary());
     }
 }
