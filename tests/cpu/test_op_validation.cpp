@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "common/error.h"
+#include "mlajit/mlajit.hpp"
 #include "ops/ops.h"
 
 using namespace mlajit;
@@ -12,18 +13,8 @@ namespace {
 // Fake, suitably aligned device addresses: plans never dereference them.
 void* fake(uintptr_t n) { return reinterpret_cast<void*>(0x100000 * n); }
 
-mlajit_tensor t(void* data, mlajit_dtype dt, std::vector<int64_t> shape) {
-    mlajit_tensor x{};
-    x.data = data;
-    x.dtype = dt;
-    x.ndim = (int)shape.size();
-    int64_t s = 1;
-    for (int i = x.ndim - 1; i >= 0; --i) {
-        x.shape[i] = shape[i];
-        x.stride[i] = s;
-        s *= shape[i];
-    }
-    return x;
+mlajit_tensor t(void* data, mlajit_dtype dt, std::initializer_list<int64_t> shape) {
+    return contiguous_tensor(data, dt, shape);
 }
 
 const Arch kArch = Arch::parse("sm_90a");

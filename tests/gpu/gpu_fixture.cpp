@@ -1,6 +1,7 @@
 #include "gpu/gpu_fixture.h"
 
 #include "common/error.h"
+#include "mlajit/mlajit.hpp"
 
 namespace mlajit::test {
 
@@ -34,18 +35,8 @@ Gpu* gpu() {
     return g;
 }
 
-mlajit_tensor tensor(void* data, mlajit_dtype dt, std::vector<int64_t> shape) {
-    mlajit_tensor t{};
-    t.data = data;
-    t.dtype = dt;
-    t.ndim = (int)shape.size();
-    int64_t stride = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-        t.shape[i] = shape[i];
-        t.stride[i] = stride;
-        stride *= shape[i];
-    }
-    return t;
+mlajit_tensor tensor(void* data, mlajit_dtype dt, std::initializer_list<int64_t> shape) {
+    return contiguous_tensor(data, dt, shape);
 }
 
 }  // namespace mlajit::test

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "cuda/driver_api.h"
@@ -70,7 +71,7 @@ private:
 };
 
 // A contiguous tensor descriptor over a device pointer.
-mlajit_tensor tensor(void* data, mlajit_dtype dt, std::vector<int64_t> shape);
+mlajit_tensor tensor(void* data, mlajit_dtype dt, std::initializer_list<int64_t> shape);
 
 // Runs an mlajit call and fails the test with the library's message if it did not succeed.
 #define MLAJIT_CHECK_OK(call)                                                       \

@@ -9,6 +9,7 @@
 
 #include "cuda/driver_api.h"
 #include "mlajit/mlajit.h"
+#include "mlajit/mlajit.hpp"
 #include "reference/reference.h"
 
 namespace R = mlajit::ref;
@@ -34,18 +35,8 @@ struct Dev {
     }
 };
 
-mlajit_tensor tensor(void* d, mlajit_dtype dt, std::vector<int64_t> shape) {
-    mlajit_tensor t{};
-    t.data = d;
-    t.dtype = dt;
-    t.ndim = (int)shape.size();
-    int64_t s = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-        t.shape[i] = shape[i];
-        t.stride[i] = s;
-        s *= shape[i];
-    }
-    return t;
+mlajit_tensor tensor(void* d, mlajit_dtype dt, std::initializer_list<int64_t> shape) {
+    return mlajit::contiguous_tensor(d, dt, shape);
 }
 
 void ok(mlajit_status s, const char* what) {
