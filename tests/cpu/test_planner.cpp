@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "support/temp_dir.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "config/env.h"
@@ -33,20 +34,7 @@ uint64_t fresh_seed() {
     return (uint64_t(rd()) << 32) ^ rd();
 }
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::random_device rd;
-        path = fs::temp_directory_path() / ("mlajit-planner-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-};
+using mlajit::test::TempDir;
 
 class CollectSink : public spdlog::sinks::base_sink<std::mutex> {
 public:

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
 #include "config/env.h"
 #include "cuda/driver_api.h"
 #include "jit/disk_cache.h"
@@ -38,22 +39,7 @@ using namespace mlajit;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::random_device rd;
-        path = fs::temp_directory_path() /
-               ("mlajit-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()) + std::to_string(rd()));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string str() const { return path.string(); }
-};
+using mlajit::test::TempDir;
 
 std::string read_text(const fs::path& p) {
     std::ifstream f(p, std::ios::binary);
