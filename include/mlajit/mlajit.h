@@ -86,7 +86,8 @@ MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const m
  * (shared by all heads; also accepted as [T_k, 1, 64] or [T_k, h, 64]); v [T_k, h, 128]
  * -> out [T_q, h, 128] bf16, lse [T_q, h] fp32. cu_seqlens_* are device int32 [batch+1]; their host copies
  * are required (shape checks and the grid size come from them). mask: optional uint32 [T_q, words]
- * from mlajit_topk_mask_build. */
+ * from mlajit_topk_mask_build. cu_seqlens[0] may be > 0 (here and in mlajit_topk_mask_build): the call
+ * then covers the sub-batch of tokens from cu_seqlens[0] on, with tensors still indexed from token 0. */
 typedef struct mlajit_mha_args {
     mlajit_tensor q, k, k_nope, k_pe, v;
     mlajit_tensor out, lse;
@@ -125,6 +126,41 @@ typedef enum mlajit_path { MLAJIT_PATH_DENSE_MHA = 0, MLAJIT_PATH_MASKED_MHA = 1
 MLAJIT_API const char* mlajit_path_name(mlajit_path path);
 MLAJIT_API mlajit_status mlajit_plan_prefill(const char* gpu_name, int heads, int topk, int n, const int64_t* s_q,
                                              const int64_t* s_k, mlajit_path* paths, double* mha_ms, double* mqa_ms);
+
+/* ---------------------------------------------------------------------------------------------------
+ * One-call MLA prefill (DSA). Plans every request (as mlajit_plan_prefill, with this GPU's calibration
+ * table when the cache has one), runs each group of requests on its path and writes out [T_q, h, 128]:
+ * - dense / masked MHA: k_nope, v = kv_c . W_kv_b^T (cuBLASLt), top-k mask from indices (masked only),
+ *   causal MHA over [q_nope ; q_pe] and [k_nope ; k_pe];
+ * - sparse MQA: q = [q_nope . W_UK ; q_pe] (576), kv = [kv_c ; k_pe], sparse attention over indices,
+ *   out = latent . W_UV^T.
+ * Inputs (bf16 unless said): q_nope [T_q, h, 128], q_pe [T_q, h, 64], kv_c [T_k, 512], k_pe [T_k, 64],
+ * w_kv_b [h * 256, 512] (DeepSeek's kv_b_proj.weight: per head 128 rows of W_UK then 128 rows of W_UV),
+ * indices int32 [T_q, topk] (request-local key positions, -1 = none), cu_seqlens_q / cu_seqlens_k (device
+ * int32 [batch + 1], bottom-right causal alignment as in mlajit_mha_prefill) with their host copies.
+ * Packed layouts cost no copy: q_nope/q_pe as views of one [T_q, h, 192] tensor, kv_c/k_pe as views of one
+ * [T_k, 576] tensor. lse [T_q, h] fp32 is optional. The workspace (device memory, 256-byte aligned) must
+ * hold mlajit_mla_prefill_workspace_size() bytes for the same arguments; it is scratch, reused per call.
+ * force_path: -1 = the planner decides (MLAJIT_PATH still applies), else an mlajit_path for every request
+ * (dense MHA only where exact: s_k <= topk for every request, else INVALID_ARGUMENT).
+ * paths_out: optional host array of batch entries, receives the path each request took. */
+typedef struct mlajit_mla_prefill_args {
+    mlajit_tensor q_nope, q_pe, kv_c, k_pe, w_kv_b, indices;
+    mlajit_tensor cu_seqlens_q, cu_seqlens_k;
+    const int32_t* cu_seqlens_q_host;
+    const int32_t* cu_seqlens_k_host;
+    mlajit_tensor out, lse; /* lse optional */
+    float sm_scale;
+    void* workspace;
+    size_t workspace_bytes;
+    int force_path;
+    mlajit_path* paths_out;
+} mlajit_mla_prefill_args;
+/* Bytes of workspace mlajit_mla_prefill needs for these arguments (shapes and host cu_seqlens are read;
+ * device pointers and the workspace may be NULL). */
+MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle, const mlajit_mla_prefill_args* args,
+                                                           size_t* bytes);
+MLAJIT_API mlajit_status mlajit_mla_prefill(mlajit_handle handle, const mlajit_mla_prefill_args* args, void* stream);
 
 /* ---------------------------------------------------------------------------------------------------
  * Cache and warmup. Compiles (or loads from the disk cache) the kernels one op would launch, without

@@ -53,6 +53,12 @@ public:
     void sparse_mqa_prefill(const mlajit_sparse_mqa_args& a, void* stream) const { check(mlajit_sparse_mqa_prefill(h_, &a, stream)); }
     void mha_prefill(const mlajit_mha_args& a, void* stream) const { check(mlajit_mha_prefill(h_, &a, stream)); }
     void topk_mask_build(const mlajit_topk_mask_args& a, void* stream) const { check(mlajit_topk_mask_build(h_, &a, stream)); }
+    size_t mla_prefill_workspace_size(const mlajit_mla_prefill_args& a) const {
+        size_t bytes = 0;
+        check(mlajit_mla_prefill_workspace_size(h_, &a, &bytes));
+        return bytes;
+    }
+    void mla_prefill(const mlajit_mla_prefill_args& a, void* stream) const { check(mlajit_mla_prefill(h_, &a, stream)); }
 
 private:
     mlajit_handle h_ = nullptr;

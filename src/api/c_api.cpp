@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "mlajit/mlajit.h"
+#include "ops/mla_prefill.h"
 #include "ops/ops.h"
 #include "planner/planner.h"
 #include "runtime/handle.h"
@@ -136,6 +137,18 @@ MLAJIT_API mlajit_status mlajit_plan_prefill(const char* gpu_name, int heads, in
             if (mqa_ms) mqa_ms[i] = r.mqa_ms;
         }
     });
+}
+
+MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle, const mlajit_mla_prefill_args* args,
+                                                           size_t* bytes) {
+    return guarded([&] {
+        if (!bytes) mlajit::fail_arg("bytes is NULL: pass the address of a size_t");
+        *bytes = mlajit::mla_prefill_workspace_size(impl(handle).gpu_name(), deref(args, "args"));
+    });
+}
+
+MLAJIT_API mlajit_status mlajit_mla_prefill(mlajit_handle handle, const mlajit_mla_prefill_args* args, void* stream) {
+    return guarded([&] { mlajit::mla_prefill(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
 }
 
 }  // extern "C"

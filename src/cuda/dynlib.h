@@ -1,6 +1,8 @@
 // dlopen/dlsym with errors that name the library and the symbol. Used for libcuda, libnvrtc, libcublasLt,
 // so that nothing links them and the library loads on machines without a GPU or toolkit.
 #pragma once
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,5 +23,10 @@ private:
     void* handle_ = nullptr;
     std::string path_, error_;
 };
+
+// Where to look for a CUDA toolkit library: the user's explicit path first, then each name on the loader
+// path, then under $CUDA_HOME/lib64 and /usr/local/cuda/lib64 (toolkits are often not on the loader path).
+std::vector<std::string> toolkit_library_candidates(const std::optional<std::string>& explicit_path,
+                                                    std::initializer_list<const char*> names);
 
 }  // namespace mlajit

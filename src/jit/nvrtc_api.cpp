@@ -1,6 +1,5 @@
 #include "jit/nvrtc_api.h"
 
-#include <cstdlib>
 #include <memory>
 
 #include "common/error.h"
@@ -23,16 +22,8 @@ struct NvrtcState {
 
 NvrtcState load_nvrtc() {
     NvrtcState s;
-    std::vector<std::string> candidates;
-    if (config().nvrtc_lib) candidates.push_back(*config().nvrtc_lib);
-    for (const char* n : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) candidates.push_back(n);
-    // Toolkit locations, for machines where the toolkit is not on the loader path.
-    std::vector<std::string> homes;
-    if (const char* h = std::getenv("CUDA_HOME")) homes.push_back(h);
-    homes.push_back("/usr/local/cuda");
-    for (const auto& h : homes)
-        for (const char* n : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"})
-            candidates.push_back(h + "/lib64/" + n);
+    const auto candidates =
+        toolkit_library_candidates(config().nvrtc_lib, {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"});
     s.lib = std::make_unique<DynLib>(candidates);
     if (!s.lib->loaded()) {
         s.error = fmt::format(

@@ -17,7 +17,7 @@ LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
     if (cq[0] < 2 || cq[0] != ck[0])
         fail_arg("cu_seqlens_q and cu_seqlens_k must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
     const int64_t batch = cq[0] - 1;
-    const int64_t max_q = check_cu_seqlens(a.cu_seqlens_q_host, batch, total_q, "cu_seqlens_q");
+    const int64_t max_q = check_cu_seqlens(a.cu_seqlens_q_host, batch, total_q, "cu_seqlens_q", true);
 
     int64_t total_k = 0;
     if (present(a.k)) {
@@ -56,7 +56,7 @@ LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
     check_tensor(a.out, "out", MLAJIT_BF16, {total_q, heads, kDimV});
     check_tensor(a.lse, "lse", MLAJIT_FP32, {total_q, heads}, false);
     if (a.lse.stride[1] != 1) fail_arg("lse: the head dimension must be contiguous (stride 1), got {}", a.lse.stride[1]);
-    const int64_t max_k = check_cu_seqlens(a.cu_seqlens_k_host, batch, total_k, "cu_seqlens_k");
+    const int64_t max_k = check_cu_seqlens(a.cu_seqlens_k_host, batch, total_k, "cu_seqlens_k", true);
     if (!(a.sm_scale > 0.f) || !std::isfinite(a.sm_scale)) fail_arg("sm_scale must be a positive finite number, got {}", a.sm_scale);
 
     const bool masked = present(a.mask);

@@ -59,9 +59,9 @@ std::vector<int64_t> check_tensor(const mlajit_tensor& t, const char* name, mlaj
     return sizes;
 }
 
-int64_t check_cu_seqlens(const int32_t* host, int64_t batch, int64_t total, const char* name) {
+int64_t check_cu_seqlens(const int32_t* host, int64_t batch, int64_t total, const char* name, bool offset_ok) {
     if (!host) fail_arg("{}_host is NULL: pass the host copy of {} (the grid and the shape checks come from it)", name, name);
-    if (host[0] != 0) fail_arg("{}[0] must be 0, got {}", name, host[0]);
+    if (offset_ok ? host[0] < 0 : host[0] != 0) fail_arg("{}[0] must be {}, got {}", name, offset_ok ? ">= 0" : "0", host[0]);
     int64_t longest = 0;
     for (int64_t r = 0; r < batch; ++r) {
         if (host[r + 1] < host[r])

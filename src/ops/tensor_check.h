@@ -20,8 +20,9 @@ bool present(const mlajit_tensor& t);
 std::vector<int64_t> check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
                                   std::initializer_list<int64_t> dims, bool align16 = true);
 
-// cu_seqlens host copy: starts at 0, non-decreasing, ends at `total` (the tensors' token count).
-// Returns the longest request.
-int64_t check_cu_seqlens(const int32_t* host, int64_t batch, int64_t total, const char* name);
+// cu_seqlens host copy: starts at 0 (or at any offset >= 0 when `offset_ok`: a sub-batch of a larger one,
+// whose kernels index tokens by the absolute entries), non-decreasing, ends at `total` (the tensors' token
+// count). Returns the longest request.
+int64_t check_cu_seqlens(const int32_t* host, int64_t batch, int64_t total, const char* name, bool offset_ok = false);
 
 }  // namespace mlajit

@@ -18,8 +18,9 @@ LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_ma
     if (cq[0] < 2 || cq[0] != ck[0])
         fail_arg("cu_seqlens_q and cu_seqlens_k must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
     const int64_t batch = cq[0] - 1;
-    const int64_t max_q = check_cu_seqlens(a.cu_seqlens_q_host, batch, total_q, "cu_seqlens_q");
-    const int64_t max_k = check_cu_seqlens(a.cu_seqlens_k_host, batch, a.cu_seqlens_k_host[batch], "cu_seqlens_k");
+    const int64_t max_q = check_cu_seqlens(a.cu_seqlens_q_host, batch, total_q, "cu_seqlens_q", true);
+    if (!a.cu_seqlens_k_host) fail_arg("cu_seqlens_k_host is NULL: pass the host copy of cu_seqlens_k");
+    const int64_t max_k = check_cu_seqlens(a.cu_seqlens_k_host, batch, a.cu_seqlens_k_host[batch], "cu_seqlens_k", true);
     auto m = check_tensor(a.mask, "mask", MLAJIT_UINT32, {total_q, -1}, false);
     const int64_t words = topk_mask_words(max_k);
     if (m[1] < words)

@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "config/env.h"
 #include "cuda/driver_api.h"
+#include "ops/gemm.h"
 
 namespace mlajit {
 
@@ -30,6 +31,9 @@ Handle::Handle(int device) {
     MLAJIT_CU(cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_), "reading the SM count");
     MLAJIT_CU(cuDeviceGetAttribute(&max_smem_optin_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev_),
               "reading the shared-memory limit");
+    char name[256] = {};
+    MLAJIT_CU(cuDeviceGetName(name, sizeof(name) - 1, dev_), "reading the GPU's name");
+    gpu_name_ = name;
     arch_ = config().arch ? Arch::parse(*config().arch) : Arch::for_compute_capability(major, minor);
     if (arch_.sm < 80)
         fail(MLAJIT_ERROR_UNSUPPORTED, "this GPU has compute capability {}.{}: mlajit needs 8.0 or newer (bf16 tensor cores)", major, minor);
@@ -38,7 +42,22 @@ Handle::Handle(int device) {
 }
 
 Handle::~Handle() {
+    if (gemm_) {
+        try {
+            ScopedContext scope(ctx_);
+            gemm_.reset();
+        } catch (...) {  // a destructor must not throw; the context is going away with the process or the handle
+        }
+    }
     if (primary_) driver().cuDevicePrimaryCtxRelease(dev_);
+}
+
+GemmRunner& Handle::gemm() {
+    std::call_once(gemm_once_, [&] {
+        ScopedContext scope(ctx_);
+        gemm_ = std::make_unique<GemmRunner>();
+    });
+    return *gemm_;
 }
 
 ScopedContext::ScopedContext(CUcontext ctx) {

@@ -3,10 +3,15 @@
 #pragma once
 #include <cuda.h>
 
+#include <memory>
+#include <mutex>
+
 #include "jit/kernel_spec.h"
 #include "jit/kernel_store.h"
 
 namespace mlajit {
+
+class GemmRunner;
 
 struct Dim3 {
     unsigned x = 1, y = 1, z = 1;
@@ -25,6 +30,11 @@ public:
     int sm_count() const { return sm_count_; }
     int max_smem_per_block() const { return max_smem_optin_; }
     CUcontext context() const { return ctx_; }
+    const std::string& gpu_name() const { return gpu_name_; }  // as the driver reports it: "NVIDIA H200"
+
+    // cuBLASLt for the one-call prefill's projections, created on first use (so the attention ops never
+    // need cuBLASLt). Throws Error(UNSUPPORTED) when cuBLASLt cannot be loaded.
+    GemmRunner& gemm();
 
     // Launches spec's kernel with one by-value parameter struct. Makes the handle's context current for
     // the call if it is not, and restores the caller's afterwards.
@@ -39,6 +49,9 @@ private:
     std::string arch_name_;
     int sm_count_ = 0;
     int max_smem_optin_ = 0;
+    std::string gpu_name_;
+    std::once_flag gemm_once_;
+    std::unique_ptr<GemmRunner> gemm_;
 };
 
 // Pushes ctx for a scope if it is not the current one.

@@ -1,0 +1,54 @@
+// bf16 matrix products through cuBLASLt, described in row-major terms (the layout of every tensor in
+// mlajit): C_b[M, N] = op(A_b) . op(B_b) for b in [0, batch), fp32 accumulation, bf16 out. cuBLASLt is
+// column-major; the translation (C^T = B^T . A^T) lives in gemm.cpp and nowhere else.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace mlajit {
+
+struct GemmOperand {
+    const void* data = nullptr;
+    int64_t ld = 0;            // elements between rows of the stored matrix
+    int64_t batch_stride = 0;  // elements between the matrices of consecutive batch entries
+    bool transposed = false;   // the stored matrix is op(X)^T: [K, M] for A, [N, K] for B
+};
+
+struct GemmDesc {
+    int64_t m = 0, n = 0, k = 0;
+    int batch = 1;
+    GemmOperand a, b;  // A is [M, K] (stored [K, M] if transposed), B is [K, N] (stored [N, K] if transposed)
+    void* c = nullptr;  // [M, N] bf16
+    int64_t ldc = 0, c_batch_stride = 0;
+};
+
+// One cuBLASLt handle per mlajit Handle, with the heuristic's algorithm cached per shape.
+class GemmRunner {
+public:
+    GemmRunner();
+    ~GemmRunner();
+    GemmRunner(const GemmRunner&) = delete;
+    GemmRunner& operator=(const GemmRunner&) = delete;
+
+    // `what` names the product in errors ("the K/V up-projection"). The caller has made the context current.
+    void run(const GemmDesc& g, void* workspace, size_t workspace_bytes, CUstream stream, const char* what);
+
+private:
+    void* lt_ = nullptr;  // cublasLtHandle_t
+    std::mutex mu_;
+    struct Algo;
+    std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
+                        size_t>,
+             std::shared_ptr<Algo>>
+        algos_;
+};
+
+// cuBLASLt's scratch inside the one-call workspace.
+inline constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+}  // namespace mlajit

@@ -1,0 +1,72 @@
+// The one-call MLA prefill (mlajit_mla_prefill): plan every request, then run each request group on its
+// path with the projections through cuBLASLt. Everything up to the launches is decided on the host by pure
+// functions (check_mla_args, schedule_mla, the step layouts), so it is tested without a GPU.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mlajit/mlajit.h"
+#include "planner/planner.h"
+#include "runtime/handle.h"
+
+namespace mlajit {
+
+struct MlaShapes {
+    int64_t total_q = 0, total_k = 0, heads = 0, topk = 0, batch = 0;
+    bool q_packed = false;   // q_nope / q_pe are views of one [T_q, h, 192] tensor: MHA reads it in place
+    bool kv_packed = false;  // kv_c / k_pe are views of one [T_k, 576] tensor: MQA reads it in place
+    bool has_lse = false;
+};
+
+// Validates every argument (names the bad one); device pointers may be NULL when `need_data` is false
+// (the workspace-size query), and the layout is then taken as unpacked (an upper bound).
+MlaShapes check_mla_args(const mlajit_mla_prefill_args& a, bool need_data);
+
+// One launch group. MHA steps cover a run of consecutive requests of one MHA path; MQA steps a chunk of
+// one request's queries (the absorbed queries and latent outputs of a chunk bound the workspace).
+struct MlaStep {
+    Path path = Path::sparse_mqa;
+    int64_t r0 = 0, r1 = 0;   // requests [r0, r1)
+    int64_t t0 = 0, t1 = 0;   // global query tokens [t0, t1)
+    int64_t k0 = 0, k1 = 0;   // global key tokens [k0, k1) of the requests
+    int64_t max_s_k = 0;      // longest request of the step (mask row length)
+    bool first_chunk = true;  // MQA: first chunk of its request, which packs the request's latent rows
+};
+
+// Byte offsets inside the workspace of one step's buffers (0 = not used), and the step's total.
+struct MlaStepLayout {
+    size_t kv_up = 0;    // MHA: [tk, h, 256] = kv_c . W_kv_b^T (k_nope ; v per head)
+    size_t q_pack = 0;   // MHA: [tq, h, 192] when q is not packed
+    size_t mask = 0;     // masked MHA: [tq, words]
+    size_t q_mqa = 0;    // MQA: [c, h, 576] absorbed queries
+    size_t latent = 0;   // MQA: [c, h, 512] latent outputs
+    size_t kv_pack = 0;  // MQA: [s_k, 576] when kv is not packed
+    size_t lse = 0;      // [tq, h] fp32 when the caller passed no lse
+    size_t end = 0;
+};
+MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st);
+
+struct MlaLimits {
+    size_t mha_run_bytes = size_t(1) << 30;   // a run of MHA requests grows while its buffers fit in this
+    size_t mqa_chunk_bytes = size_t(1) << 30; // MQA query chunks are sized to fit in this
+};
+
+struct MlaSchedule {
+    std::vector<Path> paths;  // per request
+    std::vector<MlaStep> steps;
+    size_t workspace_bytes = 0;  // cuBLASLt's scratch + the largest step
+};
+// paths: one per request (requests with s_q = 0 run nothing). cu_q / cu_k: host cu_seqlens [batch + 1].
+MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, std::span<const Path> paths,
+                         const MlaLimits& limits = {});
+
+// The per-request paths for the call: force_path when given (checked), else the planner with this GPU's
+// calibration table (MLAJIT_PATH and MLAJIT_MASKED_MHA_MAX_SEQ apply).
+std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s, const int32_t* cu_q,
+                                 const int32_t* cu_k, int force_path);
+
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a);
+void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream);
+
+}  // namespace mlajit

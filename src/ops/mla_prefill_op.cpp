@@ -1,0 +1,203 @@
+// GPU side of the one-call prefill: each step of the schedule as projections (cuBLASLt), packing copies,
+// and the attention ops, all on the caller's stream. Buffers of a step live in the workspace at the
+// offsets of step_layout(); MHA steps see them through "virtual bases" (buffer - first token * row), so
+// the attention kernels index the sub-batch by the caller's absolute cu_seqlens entries.
+#include "common/error.h"
+#include "cuda/driver_api.h"
+#include "ops/gemm.h"
+#include "ops/kernel_configs.h"
+#include "ops/mla_prefill.h"
+#include "ops/ops.h"
+
+namespace mlajit {
+
+namespace {
+
+mlajit_tensor make_tensor(const void* data, mlajit_dtype dt, std::initializer_list<int64_t> shape,
+                          std::initializer_list<int64_t> stride) {
+    mlajit_tensor t{};
+    t.data = const_cast<void*>(data);
+    t.dtype = dt;
+    t.ndim = int(shape.size());
+    int i = 0;
+    for (int64_t v : shape) t.shape[i++] = v;
+    i = 0;
+    for (int64_t v : stride) t.stride[i++] = v;
+    return t;
+}
+
+// `elems` elements of `bytes_per` bytes before/after p (device addresses: plain integer arithmetic).
+const void* offset(const void* p, int64_t elems, int64_t bytes_per) {
+    return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uintptr_t(elems * bytes_per));
+}
+void* offset(void* p, int64_t elems, int64_t bytes_per) {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + uintptr_t(elems * bytes_per));
+}
+
+// rows x width bytes from src (pitch src_pitch) to dst (pitch dst_pitch), device to device.
+void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows, CUstream stream,
+               const char* what) {
+    if (rows == 0) return;
+    CUDA_MEMCPY2D c{};
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = reinterpret_cast<CUdeviceptr>(src);
+    c.srcPitch = src_pitch;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = reinterpret_cast<CUdeviceptr>(dst);
+    c.dstPitch = dst_pitch;
+    c.WidthInBytes = width;
+    c.Height = rows;
+    MLAJIT_CU(cuMemcpy2DAsync(&c, stream), what);
+}
+
+// Copies a [tokens, heads, width] bf16 view (strided) into dst rows [tokens, heads, dst_row] at column dst_col.
+void copy_heads(void* dst, int64_t dst_row, int64_t dst_col, const mlajit_tensor& src, int64_t t0, int64_t tokens,
+                int64_t heads, int64_t width, CUstream stream, const char* what) {
+    const void* s0 = offset(src.data, t0 * src.stride[0], 2);
+    void* d0 = offset(dst, dst_col, 2);
+    if (src.stride[0] == heads * src.stride[1]) {  // token rows evenly spaced: one copy of tokens*heads rows
+        copy_rows(d0, size_t(dst_row) * 2, s0, size_t(src.stride[1]) * 2, size_t(width) * 2, size_t(tokens * heads),
+                  stream, what);
+        return;
+    }
+    for (int64_t h = 0; h < heads; ++h)
+        copy_rows(offset(d0, h * dst_row, 2), size_t(heads * dst_row) * 2, offset(s0, h * src.stride[1], 2),
+                  size_t(src.stride[0]) * 2, size_t(width) * 2, size_t(tokens), stream, what);
+}
+
+void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* ws,
+                  CUstream stream) {
+    const MlaStepLayout l = step_layout(s, st);
+    const int64_t H = s.heads, kv_row = H * (kDimNope + kDimV);
+    const int64_t tq_end = st.t1, tk_end = st.k1;  // tensors seen by the kernels end at the run's last token
+    // K/V up-projection of the run's keys: [tk, 512] . W_kv_b^T -> [tk, h * 256] (per head k_nope ; v).
+    void* kv_up = offset(ws, int64_t(l.kv_up), 1);
+    GemmDesc g;
+    g.m = st.k1 - st.k0;
+    g.n = kv_row;
+    g.k = kDimLatent;
+    g.a = {offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), a.kv_c.stride[0], 0, false};
+    g.b = {a.w_kv_b.data, a.w_kv_b.stride[0], 0, true};
+    g.c = kv_up;
+    g.ldc = kv_row;
+    h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
+    const void* kv_base = offset(kv_up, -st.k0 * kv_row, 2);
+
+    mlajit_mha_args m{};
+    if (s.q_packed) {
+        m.q = make_tensor(a.q_nope.data, MLAJIT_BF16, {tq_end, H, kDimQkMha}, {a.q_nope.stride[0], a.q_nope.stride[1], 1});
+    } else {
+        void* qp = offset(ws, int64_t(l.q_pack), 1);
+        const int64_t tq = st.t1 - st.t0;
+        copy_heads(qp, kDimQkMha, 0, a.q_nope, st.t0, tq, H, kDimNope, stream, "packing q_nope for MHA");
+        copy_heads(qp, kDimQkMha, kDimNope, a.q_pe, st.t0, tq, H, kDimRope, stream, "packing q_pe for MHA");
+        m.q = make_tensor(offset(qp, -st.t0 * H * kDimQkMha, 2), MLAJIT_BF16, {tq_end, H, kDimQkMha},
+                          {H * kDimQkMha, kDimQkMha, 1});
+    }
+    m.k_nope = make_tensor(kv_base, MLAJIT_BF16, {tk_end, H, kDimNope}, {kv_row, kDimNope + kDimV, 1});
+    m.v = make_tensor(offset(kv_base, kDimNope, 2), MLAJIT_BF16, {tk_end, H, kDimV}, {kv_row, kDimNope + kDimV, 1});
+    m.k_pe = make_tensor(a.k_pe.data, MLAJIT_BF16, {tk_end, kDimRope}, {a.k_pe.stride[0], 1});
+    m.out = make_tensor(a.out.data, MLAJIT_BF16, {tq_end, H, kDimV}, {a.out.stride[0], a.out.stride[1], 1});
+    if (s.has_lse) m.lse = make_tensor(a.lse.data, MLAJIT_FP32, {tq_end, H}, {a.lse.stride[0], 1});
+    else m.lse = make_tensor(offset(ws, int64_t(l.lse) - st.t0 * H * 4, 1), MLAJIT_FP32, {tq_end, H}, {H, 1});
+    const int64_t n = st.r1 - st.r0 + 1;
+    m.cu_seqlens_q = make_tensor(offset(a.cu_seqlens_q.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
+    m.cu_seqlens_k = make_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
+    m.cu_seqlens_q_host = a.cu_seqlens_q_host + st.r0;
+    m.cu_seqlens_k_host = a.cu_seqlens_k_host + st.r0;
+    m.sm_scale = a.sm_scale;
+    if (st.path == Path::masked_mha) {
+        const int64_t words = topk_mask_words(st.max_s_k);
+        m.mask = make_tensor(offset(ws, int64_t(l.mask) - st.t0 * words * 4, 1), MLAJIT_UINT32, {tq_end, words}, {words, 1});
+        mlajit_topk_mask_args k{};
+        k.indices = make_tensor(a.indices.data, MLAJIT_INT32, {tq_end, s.topk}, {a.indices.stride[0], 1});
+        k.cu_seqlens_q = m.cu_seqlens_q;
+        k.cu_seqlens_k = m.cu_seqlens_k;
+        k.cu_seqlens_q_host = m.cu_seqlens_q_host;
+        k.cu_seqlens_k_host = m.cu_seqlens_k_host;
+        k.mask = m.mask;
+        topk_mask_build(h, k, stream);
+    }
+    mha_prefill(h, m, stream);
+}
+
+void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* ws,
+                  CUstream stream) {
+    const MlaStepLayout l = step_layout(s, st);
+    const int64_t H = s.heads, c = st.t1 - st.t0, sk = st.k1 - st.k0;
+    const int64_t w_ld = a.w_kv_b.stride[0], w_head = (kDimNope + kDimV) * w_ld;
+    // The request's latent rows [kv_c ; k_pe], packed once per request when the caller's are split.
+    mlajit_tensor kv;
+    if (s.kv_packed) {
+        kv = make_tensor(offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), MLAJIT_BF16, {sk, kDimQkMqa}, {a.kv_c.stride[0], 1});
+    } else {
+        void* kp = offset(ws, int64_t(l.kv_pack), 1);
+        if (st.first_chunk) {
+            copy_rows(kp, kDimQkMqa * 2, offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), size_t(a.kv_c.stride[0]) * 2,
+                      kDimLatent * 2, size_t(sk), stream, "packing kv_c for sparse MQA");
+            copy_rows(offset(kp, kDimLatent, 2), kDimQkMqa * 2, offset(a.k_pe.data, st.k0 * a.k_pe.stride[0], 2),
+                      size_t(a.k_pe.stride[0]) * 2, kDimRope * 2, size_t(sk), stream, "packing k_pe for sparse MQA");
+        }
+        kv = make_tensor(kp, MLAJIT_BF16, {sk, kDimQkMqa}, {kDimQkMqa, 1});
+    }
+    // Query absorption per head: [c, 128] . W_UK_h [128, 512] -> columns 0..511 of q [c, h, 576].
+    void* q = offset(ws, int64_t(l.q_mqa), 1);
+    GemmDesc g;
+    g.m = c;
+    g.n = kDimLatent;
+    g.k = kDimNope;
+    g.batch = int(H);
+    g.a = {offset(a.q_nope.data, st.t0 * a.q_nope.stride[0], 2), a.q_nope.stride[0], a.q_nope.stride[1], false};
+    g.b = {a.w_kv_b.data, w_ld, w_head, false};
+    g.c = q;
+    g.ldc = H * kDimQkMqa;
+    g.c_batch_stride = kDimQkMqa;
+    h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the query absorption (q_nope . W_UK)");
+    copy_heads(q, kDimQkMqa, kDimLatent, a.q_pe, st.t0, c, H, kDimRope, stream, "packing q_pe for sparse MQA");
+
+    void* latent = offset(ws, int64_t(l.latent), 1);
+    mlajit_sparse_mqa_args m{};
+    m.q = make_tensor(q, MLAJIT_BF16, {c, H, kDimQkMqa}, {H * kDimQkMqa, kDimQkMqa, 1});
+    m.kv = kv;
+    m.indices = make_tensor(offset(a.indices.data, st.t0 * a.indices.stride[0], 4), MLAJIT_INT32, {c, s.topk},
+                            {a.indices.stride[0], 1});
+    m.out = make_tensor(latent, MLAJIT_BF16, {c, H, kDimLatent}, {H * kDimLatent, kDimLatent, 1});
+    if (s.has_lse) m.lse = make_tensor(offset(a.lse.data, st.t0 * a.lse.stride[0], 4), MLAJIT_FP32, {c, H}, {a.lse.stride[0], 1});
+    else m.lse = make_tensor(offset(ws, int64_t(l.lse), 1), MLAJIT_FP32, {c, H}, {H, 1});
+    m.sm_scale = a.sm_scale;
+    sparse_mqa_prefill(h, m, stream);
+
+    // Output projection per head: latent [c, 512] . W_UV_h^T [512, 128] -> out [c, h, 128].
+    GemmDesc o;
+    o.m = c;
+    o.n = kDimV;
+    o.k = kDimLatent;
+    o.batch = int(H);
+    o.a = {latent, H * kDimLatent, kDimLatent, false};
+    o.b = {offset(a.w_kv_b.data, kDimNope * w_ld, 2), w_ld, w_head, true};
+    o.c = offset(a.out.data, st.t0 * a.out.stride[0], 2);
+    o.ldc = a.out.stride[0];
+    o.c_batch_stride = a.out.stride[1];
+    h.gemm().run(o, ws, kGemmWorkspaceBytes, stream, "the output projection (latent . W_UV^T)");
+}
+
+}  // namespace
+
+void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
+    const MlaShapes s = check_mla_args(a, true);
+    const auto paths = plan_mla_paths(h.gpu_name(), s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
+    const MlaSchedule sch = schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths);
+    if (a.workspace_bytes < sch.workspace_bytes)
+        fail_arg("workspace: this call needs {} bytes and got {}: size it with mlajit_mla_prefill_workspace_size",
+                 sch.workspace_bytes, a.workspace_bytes);
+    if (a.paths_out)
+        for (size_t r = 0; r < paths.size(); ++r) a.paths_out[r] = mlajit_path(int(paths[r]));
+    if (sch.steps.empty()) return;
+    ScopedContext scope(h.context());
+    for (const MlaStep& st : sch.steps) {
+        if (st.path == Path::sparse_mqa) run_mqa_step(h, a, s, st, a.workspace, stream);
+        else run_mha_step(h, a, s, st, a.workspace, stream);
+    }
+}
+
+}  // namespace mlajit

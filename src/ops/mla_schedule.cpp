@@ -1,0 +1,228 @@
+// Host side of the one-call prefill: argument checks, the per-request paths, and the launch schedule.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "common/error.h"
+#include "config/env.h"
+#include "ops/gemm.h"
+#include "ops/kernel_configs.h"
+#include "ops/mla_prefill.h"
+#include "ops/ops.h"
+#include "ops/tensor_check.h"
+
+namespace mlajit {
+
+namespace {
+
+// For the size query: a stand-in pointer so the shape checks run on tensors whose data is still NULL.
+mlajit_tensor shape_only(mlajit_tensor t) {
+    if (!t.data) t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
+    return t;
+}
+
+bool same_strides(const mlajit_tensor& a, const mlajit_tensor& b, int ndim) {
+    for (int d = 0; d < ndim; ++d)
+        if (a.stride[d] != b.stride[d]) return false;
+    return true;
+}
+
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+}  // namespace
+
+MlaShapes check_mla_args(const mlajit_mla_prefill_args& in, bool need_data) {
+    mlajit_mla_prefill_args a = in;
+    if (!need_data) {
+        for (mlajit_tensor* t : {&a.q_nope, &a.q_pe, &a.kv_c, &a.k_pe, &a.w_kv_b, &a.indices, &a.cu_seqlens_q,
+                                 &a.cu_seqlens_k, &a.out})
+            *t = shape_only(*t);
+    }
+    MlaShapes s;
+    auto qn = check_tensor(a.q_nope, "q_nope", MLAJIT_BF16, {-1, -1, kDimNope});
+    s.total_q = qn[0];
+    s.heads = qn[1];
+    if (s.heads < 1 || s.heads > 128)
+        fail_arg("q_nope: the number of heads (dimension 1) must be in 1..128 (local heads per rank), got {}", s.heads);
+    check_tensor(a.q_pe, "q_pe", MLAJIT_BF16, {s.total_q, s.heads, kDimRope});
+    auto kc = check_tensor(a.kv_c, "kv_c", MLAJIT_BF16, {-1, kDimLatent});
+    s.total_k = kc[0];
+    check_tensor(a.k_pe, "k_pe", MLAJIT_BF16, {s.total_k, kDimRope});
+    check_tensor(a.w_kv_b, "w_kv_b", MLAJIT_BF16, {s.heads * (kDimNope + kDimV), kDimLatent});
+    auto idx = check_tensor(a.indices, "indices", MLAJIT_INT32, {s.total_q, -1}, false);
+    s.topk = idx[1];
+    if (s.topk < 64 || s.topk > 4096 || s.topk % 64 != 0)
+        fail_arg("indices: topk (dimension 1) must be a multiple of 64 in 64..4096, got {}: pad rows with -1", s.topk);
+    check_tensor(a.out, "out", MLAJIT_BF16, {s.total_q, s.heads, kDimV});
+    s.has_lse = present(a.lse);
+    if (s.has_lse) {
+        check_tensor(a.lse, "lse", MLAJIT_FP32, {s.total_q, s.heads}, false);
+        if (a.lse.stride[1] != 1) fail_arg("lse: the head dimension must be contiguous (stride 1), got {}", a.lse.stride[1]);
+    }
+    auto cq = check_tensor(a.cu_seqlens_q, "cu_seqlens_q", MLAJIT_INT32, {-1}, false);
+    auto ck = check_tensor(a.cu_seqlens_k, "cu_seqlens_k", MLAJIT_INT32, {-1}, false);
+    if (cq[0] < 2 || cq[0] != ck[0])
+        fail_arg("cu_seqlens_q and cu_seqlens_k must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
+    s.batch = cq[0] - 1;
+    check_cu_seqlens(a.cu_seqlens_q_host, s.batch, s.total_q, "cu_seqlens_q");
+    check_cu_seqlens(a.cu_seqlens_k_host, s.batch, s.total_k, "cu_seqlens_k");
+    for (int64_t r = 0; r < s.batch; ++r) {
+        const int64_t sq = a.cu_seqlens_q_host[r + 1] - a.cu_seqlens_q_host[r];
+        const int64_t sk = a.cu_seqlens_k_host[r + 1] - a.cu_seqlens_k_host[r];
+        if (sk < sq)
+            fail_arg("request {}: s_k = {} is less than s_q = {}; the queries are the last s_q of the request's s_k keys, "
+                     "so cu_seqlens_k must count the new tokens too",
+                     r, sk, sq);
+    }
+    if (!(a.sm_scale > 0.f) || !std::isfinite(a.sm_scale))
+        fail_arg("sm_scale must be a positive finite number, got {}", a.sm_scale);
+    if (a.force_path < -1 || a.force_path > 2)
+        fail_arg("force_path must be -1 (plan) or an mlajit_path (0 dense_mha, 1 masked_mha, 2 sparse_mqa), got {}",
+                 a.force_path);
+    if (need_data) {
+        if (!a.workspace && a.workspace_bytes > 0) fail_arg("workspace is NULL but workspace_bytes is {}", a.workspace_bytes);
+        if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0)
+            fail_arg("workspace must be 256-byte aligned (any cudaMalloc / torch allocation is), got {}", a.workspace);
+    }
+    // The projections read W_kv_b head by head with a row stride; a row stride must keep 16-byte alignment.
+    s.q_packed = in.q_nope.data && static_cast<const char*>(in.q_pe.data) == static_cast<const char*>(in.q_nope.data) + 2 * kDimNope &&
+                 same_strides(in.q_nope, in.q_pe, 3) && in.q_nope.stride[1] >= kDimQkMha;
+    s.kv_packed = in.kv_c.data && static_cast<const char*>(in.k_pe.data) == static_cast<const char*>(in.kv_c.data) + 2 * kDimLatent &&
+                  same_strides(in.kv_c, in.k_pe, 2) && in.kv_c.stride[0] >= kDimQkMqa;
+    return s;
+}
+
+MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
+    MlaStepLayout l;
+    size_t at = kGemmWorkspaceBytes;  // cuBLASLt's scratch comes first
+    auto take = [&](size_t bytes) {
+        const size_t off = at;
+        at = align256(at + bytes);
+        return off;
+    };
+    const size_t tq = size_t(st.t1 - st.t0), tk = size_t(st.k1 - st.k0), h = size_t(s.heads);
+    if (st.path == Path::sparse_mqa) {
+        l.q_mqa = take(tq * h * kDimQkMqa * 2);
+        l.latent = take(tq * h * kDimLatent * 2);
+        if (!s.kv_packed) l.kv_pack = take(tk * kDimQkMqa * 2);
+    } else {
+        l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
+        if (!s.q_packed) l.q_pack = take(tq * h * kDimQkMha * 2);
+        if (st.path == Path::masked_mha) l.mask = take(tq * size_t(topk_mask_words(st.max_s_k)) * 4);
+    }
+    if (!s.has_lse) l.lse = take(tq * h * 4);
+    l.end = at;
+    return l;
+}
+
+MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, std::span<const Path> paths,
+                         const MlaLimits& limits) {
+    MlaSchedule sch;
+    sch.paths.assign(paths.begin(), paths.end());
+    sch.workspace_bytes = kGemmWorkspaceBytes;
+    auto request = [&](int64_t r, Path p) {
+        return MlaStep{p, r, r + 1, cu_q[r], cu_q[r + 1], cu_k[r], cu_k[r + 1], cu_k[r + 1] - cu_k[r], true};
+    };
+    auto add = [&](const MlaStep& st) {
+        sch.steps.push_back(st);
+        sch.workspace_bytes = std::max(sch.workspace_bytes, step_layout(s, st).end);
+    };
+    // Sparse MQA: a chunk's absorbed queries + latent outputs (+ scratch lse) must fit the chunk budget.
+    const size_t per_query = size_t(s.heads) * (kDimQkMqa * 2 + kDimLatent * 2 + (s.has_lse ? 0 : 4));
+    const int64_t chunk = std::max<int64_t>(64, int64_t(limits.mqa_chunk_bytes / per_query) / 64 * 64);
+
+    std::optional<MlaStep> run;  // the MHA run being grown
+    auto flush = [&] {
+        if (run) add(*run);
+        run.reset();
+    };
+    for (int64_t r = 0; r < s.batch; ++r) {
+        const Path p = paths[size_t(r)];
+        if (cu_q[r + 1] == cu_q[r]) continue;  // no queries: nothing to compute (it ends an MHA run)
+        if (p == Path::sparse_mqa) {
+            flush();
+            for (int64_t t = cu_q[r]; t < cu_q[r + 1]; t += chunk) {
+                MlaStep st = request(r, p);
+                st.t0 = t;
+                st.t1 = std::min<int64_t>(t + chunk, cu_q[r + 1]);
+                st.first_chunk = t == cu_q[r];
+                add(st);
+            }
+            continue;
+        }
+        MlaStep one = request(r, p);
+        if (run && run->path == p && run->r1 == r) {
+            MlaStep grown = *run;
+            grown.r1 = r + 1;
+            grown.t1 = one.t1;
+            grown.k1 = one.k1;
+            grown.max_s_k = std::max(grown.max_s_k, one.max_s_k);
+            if (step_layout(s, grown).end - kGemmWorkspaceBytes <= limits.mha_run_bytes) {
+                run = grown;
+                continue;
+            }
+        }
+        flush();
+        run = one;
+    }
+    flush();
+    return sch;
+}
+
+namespace {
+
+PathChoice choice_of(int force_path) {
+    switch (force_path) {
+        case MLAJIT_PATH_DENSE_MHA: return PathChoice::dense_mha;
+        case MLAJIT_PATH_MASKED_MHA: return PathChoice::masked_mha;
+        case MLAJIT_PATH_SPARSE_MQA: return PathChoice::sparse_mqa;
+        default: return PathChoice::auto_;
+    }
+}
+
+// Planner options per (GPU, heads, topk), built once: they read the calibration table from disk.
+const PlannerOptions& cached_planner_options(const std::string& gpu_name, int heads, int topk) {
+    static std::mutex mu;
+    static std::map<std::tuple<std::string, int, int>, PlannerOptions> cache;
+    std::lock_guard lock(mu);
+    auto key = std::make_tuple(gpu_name, heads, topk);
+    auto it = cache.find(key);
+    if (it == cache.end())
+        it = cache.emplace(key, planner_options(config(), heads, topk, default_cache_root_from(config()), gpu_name)).first;
+    return it->second;
+}
+
+}  // namespace
+
+std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s, const int32_t* cu_q,
+                                 const int32_t* cu_k, int force_path) {
+    std::vector<Path> paths(size_t(s.batch), Path::dense_mha);
+    std::vector<Request> reqs;
+    std::vector<size_t> index;  // batch position of each planned request (those with queries)
+    for (int64_t r = 0; r < s.batch; ++r) {
+        const long sq = cu_q[r + 1] - cu_q[r], sk = cu_k[r + 1] - cu_k[r];
+        if (sq == 0) continue;
+        if (force_path == MLAJIT_PATH_DENSE_MHA && sk > s.topk)
+            fail_arg("force_path = dense_mha cannot run request {} (s_q {}, s_k {}): s_k exceeds topk {}, so dense "
+                     "attention would attend keys outside the top-k selection. Force masked_mha (exact at any length) "
+                     "or let the planner decide (-1).",
+                     r, sq, sk, s.topk);
+        reqs.push_back({sq, sk});
+        index.push_back(size_t(r));
+    }
+    if (reqs.empty()) return paths;
+    PlannerOptions o = cached_planner_options(gpu_name, int(s.heads), int(s.topk));
+    if (force_path >= 0) o.force = choice_of(force_path);
+    const Plan plan = Planner(std::move(o)).plan(reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) paths[index[i]] = plan.requests[i].path;
+    return paths;
+}
+
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a) {
+    const MlaShapes s = check_mla_args(a, false);
+    const auto paths = plan_mla_paths(gpu_name, s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
+    return schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths).workspace_bytes;
+}
+
+}  // namespace mlajit

@@ -1,0 +1,286 @@
+// The one-call prefill's host side: argument checks, per-request paths and the launch schedule (which
+// steps run, which tokens each covers, how much workspace they need). No GPU involved.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "common/error.h"
+#include "mlajit/mlajit.hpp"
+#include "ops/gemm.h"
+#include "ops/kernel_configs.h"
+#include "ops/mla_prefill.h"
+#include "ops/ops.h"
+
+using namespace mlajit;
+
+namespace {
+
+void* fake(uintptr_t n) { return reinterpret_cast<void*>(0x100000 * n); }
+mlajit_tensor t(void* data, mlajit_dtype dt, std::initializer_list<int64_t> shape) { return contiguous_tensor(data, dt, shape); }
+
+constexpr int64_t kHeads = 16;
+const int32_t kCuQ[] = {0, 100, 300, 300, 1300};
+const int32_t kCuK[] = {0, 150, 800, 900, 9900};
+
+mlajit_mla_prefill_args good_args() {
+    mlajit_mla_prefill_args a{};
+    a.q_nope = t(fake(1), MLAJIT_BF16, {1300, kHeads, 128});
+    a.q_pe = t(fake(2), MLAJIT_BF16, {1300, kHeads, 64});
+    a.kv_c = t(fake(3), MLAJIT_BF16, {9900, 512});
+    a.k_pe = t(fake(4), MLAJIT_BF16, {9900, 64});
+    a.w_kv_b = t(fake(5), MLAJIT_BF16, {kHeads * 256, 512});
+    a.indices = t(fake(6), MLAJIT_INT32, {1300, 2048});
+    a.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {5});
+    a.cu_seqlens_k = t(fake(8), MLAJIT_INT32, {5});
+    a.cu_seqlens_q_host = kCuQ;
+    a.cu_seqlens_k_host = kCuK;
+    a.out = t(fake(9), MLAJIT_BF16, {1300, kHeads, 128});
+    a.sm_scale = 0.07f;
+    a.force_path = -1;
+    return a;
+}
+
+template <typename F>
+std::string invalid(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        CHECK(e.status() == MLAJIT_ERROR_INVALID_ARGUMENT);
+        return e.what();
+    }
+    FAIL("the bad argument was accepted");
+    return "";
+}
+bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// Every query token of every request with queries is covered by exactly one step, MHA steps cover whole
+// requests and match cu_seqlens, MQA steps one request each, and each step fits the workspace.
+void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, const MlaSchedule& sch,
+                 const MlaLimits& lim) {
+    std::vector<int> seen(size_t(cu_q[s.batch]), 0);
+    for (const MlaStep& st : sch.steps) {
+        REQUIRE(st.r0 < st.r1);
+        CHECK(step_layout(s, st).end <= sch.workspace_bytes);
+        CHECK(st.k0 == cu_k[st.r0]);
+        CHECK(st.k1 == cu_k[st.r1]);
+        for (int64_t r = st.r0; r < st.r1; ++r) CHECK(sch.paths[size_t(r)] == st.path);
+        if (st.path == Path::sparse_mqa) {
+            CHECK(st.r1 == st.r0 + 1);
+            CHECK(st.first_chunk == (st.t0 == cu_q[st.r0]));
+            CHECK(st.t1 <= cu_q[st.r1]);
+            const size_t per_query = size_t(s.heads) * ((576 + 512) * 2 + (s.has_lse ? 0 : 4));
+            CHECK(size_t(st.t1 - st.t0) * per_query <= std::max(lim.mqa_chunk_bytes, 64 * per_query));
+        } else {
+            CHECK(st.t0 == cu_q[st.r0]);
+            CHECK(st.t1 == cu_q[st.r1]);
+            if (st.r1 > st.r0 + 1) CHECK(step_layout(s, st).end - kGemmWorkspaceBytes <= lim.mha_run_bytes);
+            int64_t longest = 0;
+            for (int64_t r = st.r0; r < st.r1; ++r) longest = std::max<int64_t>(longest, cu_k[r + 1] - cu_k[r]);
+            CHECK(st.max_s_k == longest);
+        }
+        for (int64_t i = st.t0; i < st.t1; ++i) ++seen[size_t(i)];
+    }
+    for (size_t i = 0; i < seen.size(); ++i) {
+        INFO("query token " << i);
+        CHECK(seen[i] == 1);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("mla_prefill: argument checks name the argument") {
+    CHECK_NOTHROW(check_mla_args(good_args(), true));
+    struct Case {
+        const char* name;
+        void (*edit)(mlajit_mla_prefill_args&);
+        const char* part;
+    };
+    const Case cases[] = {
+        {"w_kv_b rows", [](mlajit_mla_prefill_args& a) { a.w_kv_b.shape[0] = 128 * 256; }, "w_kv_b"},
+        {"q_pe heads", [](mlajit_mla_prefill_args& a) { a.q_pe.shape[1] = 8; }, "q_pe"},
+        {"k_pe rows", [](mlajit_mla_prefill_args& a) { a.k_pe.shape[0] = 100; }, "k_pe"},
+        {"kv_c dtype", [](mlajit_mla_prefill_args& a) { a.kv_c.dtype = MLAJIT_FP32; }, "kv_c"},
+        {"topk", [](mlajit_mla_prefill_args& a) { a.indices.shape[1] = 100; a.indices.stride[0] = 100; }, "topk"},
+        {"out shape", [](mlajit_mla_prefill_args& a) { a.out.shape[2] = 512; }, "out"},
+        {"heads", [](mlajit_mla_prefill_args& a) {
+             for (auto* x : {&a.q_nope, &a.q_pe, &a.out}) x->shape[1] = 200;
+         }, "heads"},
+        {"lse head stride", [](mlajit_mla_prefill_args& a) {
+             a.lse = t(fake(10), MLAJIT_FP32, {1300, kHeads});
+             a.lse.stride[1] = 2;
+         }, "lse"},
+        {"force_path", [](mlajit_mla_prefill_args& a) { a.force_path = 3; }, "force_path"},
+        {"sm_scale", [](mlajit_mla_prefill_args& a) { a.sm_scale = -1.f; }, "sm_scale"},
+        {"workspace alignment", [](mlajit_mla_prefill_args& a) {
+             a.workspace = reinterpret_cast<void*>(0x100010);
+             a.workspace_bytes = 1;
+         }, "256-byte"},
+        {"cu_seqlens host", [](mlajit_mla_prefill_args& a) { a.cu_seqlens_k_host = nullptr; }, "cu_seqlens_k_host"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.name);
+        auto a = good_args();
+        c.edit(a);
+        CHECK(has(invalid([&] { check_mla_args(a, true); }), c.part));
+    }
+    // s_k < s_q in one request: named by its index.
+    const int32_t cu_k_short[] = {0, 150, 800, 900, 1400};
+    auto a = good_args();
+    a.cu_seqlens_k_host = cu_k_short;
+    a.kv_c.shape[0] = a.k_pe.shape[0] = 1400;
+    auto m = invalid([&] { check_mla_args(a, true); });
+    CHECK(has(m, "request 3"));
+    CHECK(has(m, "s_k = 500"));
+}
+
+TEST_CASE("mla_prefill: packed q and latent layouts are recognised") {
+    auto a = good_args();
+    CHECK_FALSE(check_mla_args(a, true).q_packed);
+    // q_nope / q_pe as views of one [T, h, 192] tensor, kv_c / k_pe of one [T_k, 576] tensor.
+    char* q = static_cast<char*>(fake(20));
+    a.q_nope = t(q, MLAJIT_BF16, {1300, kHeads, 128});
+    a.q_nope.stride[0] = kHeads * 192;
+    a.q_nope.stride[1] = 192;
+    a.q_pe = a.q_nope;
+    a.q_pe.data = q + 256;
+    a.q_pe.shape[2] = 64;
+    char* kv = static_cast<char*>(fake(40));
+    a.kv_c = t(kv, MLAJIT_BF16, {9900, 512});
+    a.kv_c.stride[0] = 576;
+    a.k_pe = a.kv_c;
+    a.k_pe.data = kv + 1024;
+    a.k_pe.shape[1] = 64;
+    MlaShapes s = check_mla_args(a, true);
+    CHECK(s.q_packed);
+    CHECK(s.kv_packed);
+    // Size query with NULL pointers: the unpacked upper bound.
+    auto n = good_args();
+    for (auto* x : {&n.q_nope, &n.q_pe, &n.kv_c, &n.k_pe, &n.w_kv_b, &n.indices, &n.out}) x->data = nullptr;
+    MlaShapes u = check_mla_args(n, false);
+    CHECK_FALSE(u.q_packed);
+    CHECK_FALSE(u.kv_packed);
+    const std::vector<Path> paths = {Path::dense_mha, Path::masked_mha, Path::dense_mha, Path::sparse_mqa};
+    CHECK(schedule_mla(s, kCuQ, kCuK, paths).workspace_bytes < schedule_mla(u, kCuQ, kCuK, paths).workspace_bytes);
+    CHECK_THROWS(check_mla_args(n, true));  // the real call needs its data
+}
+
+TEST_CASE("mla_prefill: a mixed batch becomes runs and chunks") {
+    const MlaShapes s = check_mla_args(good_args(), true);
+    // request 2 has no queries: it runs nothing and ends the MHA run before it.
+    const std::vector<Path> paths = {Path::dense_mha, Path::dense_mha, Path::dense_mha, Path::sparse_mqa};
+    MlaLimits lim;
+    auto sch = schedule_mla(s, kCuQ, kCuK, paths, lim);
+    REQUIRE(sch.steps.size() == 2);
+    CHECK(sch.steps[0].path == Path::dense_mha);
+    CHECK(sch.steps[0].r0 == 0);
+    CHECK(sch.steps[0].r1 == 2);
+    CHECK(sch.steps[0].max_s_k == 650);
+    CHECK(sch.steps[1].path == Path::sparse_mqa);
+    CHECK(sch.steps[1].t0 == 300);
+    CHECK(sch.steps[1].t1 == 1300);
+    check_cover(s, kCuQ, kCuK, sch, lim);
+    // The workspace is the largest step, not the sum.
+    size_t largest = 0;
+    for (const auto& st : sch.steps) largest = std::max(largest, step_layout(s, st).end);
+    CHECK(sch.workspace_bytes == largest);
+    // MHA K/V of the first run: 800 keys x 16 heads x 256 bf16.
+    const MlaStepLayout l = step_layout(s, sch.steps[0]);
+    CHECK(l.q_pack - l.kv_up >= size_t(800) * kHeads * 256 * 2);
+
+    // Small budgets: the MQA request splits into 64-multiple chunks, the MHA run into single requests.
+    lim.mqa_chunk_bytes = 300 * kHeads * (576 + 512) * 2 + 1000;
+    lim.mha_run_bytes = 1000;
+    sch = schedule_mla(s, kCuQ, kCuK, paths, lim);
+    REQUIRE(sch.steps.size() == 2 + 4);  // runs {0}, {1}; chunks of 256 over 1000 queries
+    CHECK(sch.steps[1].r0 == 1);
+    CHECK(sch.steps[2].t1 - sch.steps[2].t0 == 256);
+    CHECK(sch.steps[2].first_chunk);
+    CHECK_FALSE(sch.steps[3].first_chunk);
+    check_cover(s, kCuQ, kCuK, sch, lim);
+}
+
+TEST_CASE("mla_prefill: random batches are covered exactly once") {
+    std::mt19937 rng(12345);
+    for (int trial = 0; trial < 200; ++trial) {
+        const int batch = 1 + int(rng() % 9);
+        std::vector<int32_t> cu_q{0}, cu_k{0};
+        std::vector<Path> paths;
+        for (int r = 0; r < batch; ++r) {
+            const int sq = rng() % 4 == 0 ? 0 : 1 + int(rng() % 3000);
+            const int sk = sq + int(rng() % 5000);
+            cu_q.push_back(cu_q.back() + sq);
+            cu_k.push_back(cu_k.back() + sk);
+            paths.push_back(sk <= 2048 && rng() % 2 ? Path::dense_mha : Path(1 + rng() % 2));
+        }
+        MlaShapes s;
+        s.total_q = cu_q.back();
+        s.total_k = cu_k.back();
+        s.heads = 1 << (rng() % 8);
+        s.topk = 2048;
+        s.batch = batch;
+        s.q_packed = rng() % 2;
+        s.kv_packed = rng() % 2;
+        s.has_lse = rng() % 2;
+        MlaLimits lim;
+        lim.mha_run_bytes = size_t(1) << (20 + rng() % 10);
+        lim.mqa_chunk_bytes = size_t(1) << (20 + rng() % 10);
+        INFO("trial " << trial);
+        check_cover(s, cu_q.data(), cu_k.data(), schedule_mla(s, cu_q.data(), cu_k.data(), paths, lim), lim);
+    }
+}
+
+TEST_CASE("mla_prefill: paths follow the rules and the forced path") {
+    const MlaShapes s = check_mla_args(good_args(), true);
+    auto auto_paths = plan_mla_paths("", s, kCuQ, kCuK, -1);
+    REQUIRE(auto_paths.size() == 4);
+    CHECK(auto_paths[0] == Path::dense_mha);  // s_k 150 <= topk 2048
+    CHECK(auto_paths[1] == Path::dense_mha);  // s_k 650
+    CHECK(auto_paths[3] != Path::dense_mha);  // s_k 9000 > topk: masked MHA or sparse MQA
+    for (int f : {MLAJIT_PATH_MASKED_MHA, MLAJIT_PATH_SPARSE_MQA}) {
+        auto p = plan_mla_paths("", s, kCuQ, kCuK, f);
+        for (size_t r = 0; r < p.size(); ++r)
+            if (r != 2) CHECK(int(p[r]) == f);  // request 2 has no queries
+    }
+    auto m = invalid([&] { plan_mla_paths("", s, kCuQ, kCuK, MLAJIT_PATH_DENSE_MHA); });
+    CHECK(has(m, "request 3"));
+    CHECK(has(m, "masked_mha"));
+    const int32_t short_k[] = {0, 150, 800, 900, 2000};
+    auto dense = plan_mla_paths("", s, kCuQ, short_k, MLAJIT_PATH_DENSE_MHA);
+    CHECK(dense[3] == Path::dense_mha);
+}
+
+TEST_CASE("validation: MHA and the mask accept a sub-batch (cu_seqlens[0] > 0), sparse MQA does not") {
+    const int32_t cu_q[] = {100, 300};
+    const int32_t cu_k[] = {150, 800};
+    mlajit_mha_args a{};
+    a.q = t(fake(1), MLAJIT_BF16, {300, 16, 192});
+    a.k_nope = t(fake(2), MLAJIT_BF16, {800, 16, 128});
+    a.k_pe = t(fake(3), MLAJIT_BF16, {800, 64});
+    a.v = t(fake(4), MLAJIT_BF16, {800, 16, 128});
+    a.out = t(fake(5), MLAJIT_BF16, {300, 16, 128});
+    a.lse = t(fake(6), MLAJIT_FP32, {300, 16});
+    a.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {2});
+    a.cu_seqlens_k = t(fake(8), MLAJIT_INT32, {2});
+    a.cu_seqlens_q_host = cu_q;
+    a.cu_seqlens_k_host = cu_k;
+    a.sm_scale = 0.07f;
+    auto plan = plan_mha(Arch::parse("sm_90a"), a);
+    CHECK(plan.params.max_seqlen_q == 200);
+    CHECK(plan.params.max_seqlen_k == 650);
+    const int32_t negative[] = {-1, 300};
+    a.cu_seqlens_q_host = negative;
+    CHECK(has(invalid([&] { plan_mha(Arch::parse("sm_90a"), a); }), ">= 0"));
+
+    mlajit_sparse_mqa_args m{};
+    m.q = t(fake(1), MLAJIT_BF16, {300, 16, 576});
+    m.kv = t(fake(2), MLAJIT_BF16, {800, 576});
+    m.indices = t(fake(3), MLAJIT_INT32, {300, 2048});
+    m.out = t(fake(4), MLAJIT_BF16, {300, 16, 512});
+    m.lse = t(fake(5), MLAJIT_FP32, {300, 16});
+    m.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {2});
+    m.cu_seqlens_kv = t(fake(8), MLAJIT_INT32, {2});
+    m.cu_seqlens_q_host = cu_q;
+    m.cu_seqlens_kv_host = cu_k;
+    m.sm_scale = 0.07f;
+    CHECK(has(invalid([&] { plan_sparse_mqa(Arch::parse("sm_90a"), m); }), "must be 0"));
+}

@@ -1,0 +1,170 @@
+// mlajit_mla_prefill end to end: the same DSA inputs through every path the call can take (planned, and
+// each path forced), packed and split layouts, mixed batches with cached context and empty requests,
+// against the float64 DSA reference. The result must not depend on the path.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "gpu/gpu_fixture.h"
+#include "reference/reference.h"
+
+using namespace mlajit;
+using namespace mlajit::test;
+namespace R = mlajit::ref;
+
+namespace {
+
+struct Req {
+    int32_t s_q, s_k;
+};
+
+struct MlaCase {
+    int64_t heads;
+    std::vector<Req> reqs;
+    int64_t topk;
+    bool packed;  // q_nope/q_pe views of one [T, h, 192]; kv_c/k_pe views of one [T_k, 576]
+};
+
+void expect_ok(const R::CheckReport& r) { CHECK_MESSAGE(r.ok(), r.summary()); }
+
+void run_mla_case(Gpu* G, const MlaCase& c) {
+    R::Rng rng;
+    INFO(rng.seed_note());
+    const int64_t h = c.heads, topk = c.topk;
+    std::vector<int32_t> cu_q{0}, cu_k{0};
+    for (auto r : c.reqs) {
+        cu_q.push_back(cu_q.back() + r.s_q);
+        cu_k.push_back(cu_k.back() + r.s_k);
+    }
+    const int64_t T = cu_q.back(), Tk = cu_k.back(), B = (int64_t)c.reqs.size();
+    bool all_short = true;
+    for (auto r : c.reqs) all_short = all_short && r.s_k <= topk;
+
+    // Host inputs in the layout under test; weights scaled so projected values stay O(1).
+    const int64_t q_row = c.packed ? 192 : 128, kv_row = c.packed ? 576 : 512;
+    auto q_main = rng.normal_bf16(T * h * q_row, 1.0);         // q_nope (or packed q)
+    auto q_pe_sep = rng.normal_bf16(c.packed ? 0 : T * h * 64, 1.0);
+    auto kv_main = rng.normal_bf16(Tk * kv_row, 1.0);          // kv_c (or packed kv)
+    auto k_pe_sep = rng.normal_bf16(c.packed ? 0 : Tk * 64, 1.0);
+    auto w = rng.normal_bf16(h * 256 * 512, 1.0 / std::sqrt(512.0));
+    auto idx = R::causal_topk_indices(rng, cu_q, cu_k, topk);
+    const double scale = 1.0 / std::sqrt(192.0);
+
+    R::View vq_nope(q_main.data(), h * q_row, q_row);
+    R::View vq_pe = c.packed ? vq_nope.shifted(128) : R::View(q_pe_sep.data(), h * 64, 64);
+    R::View vkv_c(kv_main.data(), kv_row, 0);
+    R::View vk_pe = c.packed ? vkv_c.shifted(512) : R::View(k_pe_sep.data(), 64, 0);
+    auto rows = R::sample_rows(rng, cu_q, 16);
+    R::DsaArgs da;
+    da.q_nope = vq_nope;
+    da.q_pe = vq_pe;
+    da.kv_c = vkv_c;
+    da.k_pe = vk_pe;
+    da.w_kv_b = R::View(w.data(), 512, 0);
+    da.indices = idx.data();
+    da.topk = topk;
+    da.heads = h;
+    da.cu_seqlens_q = cu_q;
+    da.cu_seqlens_k = cu_k;
+    da.sm_scale = scale;
+    da.rows = rows;
+    const R::AttnResult want = R::dsa_prefill_reference(da);
+
+    DeviceBuffer<uint16_t> dq(q_main), dqpe(q_pe_sep), dkv(kv_main), dkpe(k_pe_sep), dw(w), dout(T * h * 128);
+    DeviceBuffer<int32_t> didx(idx), dcq(cu_q), dck(cu_k);
+    DeviceBuffer<float> dlse(T * h);
+    mlajit_mla_prefill_args a{};
+    if (c.packed) {
+        a.q_nope = tensor(dq.get(), MLAJIT_BF16, {T, h, 128});
+        a.q_nope.stride[0] = h * 192;
+        a.q_nope.stride[1] = 192;
+        a.q_pe = a.q_nope;
+        a.q_pe.data = dq.get() + 128;
+        a.q_pe.shape[2] = 64;
+        a.kv_c = tensor(dkv.get(), MLAJIT_BF16, {Tk, 512});
+        a.kv_c.stride[0] = 576;
+        a.k_pe = a.kv_c;
+        a.k_pe.data = dkv.get() + 512;
+        a.k_pe.shape[1] = 64;
+    } else {
+        a.q_nope = tensor(dq.get(), MLAJIT_BF16, {T, h, 128});
+        a.q_pe = tensor(dqpe.get(), MLAJIT_BF16, {T, h, 64});
+        a.kv_c = tensor(dkv.get(), MLAJIT_BF16, {Tk, 512});
+        a.k_pe = tensor(dkpe.get(), MLAJIT_BF16, {Tk, 64});
+    }
+    a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {h * 256, 512});
+    a.indices = tensor(didx.get(), MLAJIT_INT32, {T, topk});
+    a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_q_host = cu_q.data();
+    a.cu_seqlens_k_host = cu_k.data();
+    a.out = tensor(dout.get(), MLAJIT_BF16, {T, h, 128});
+    a.lse = tensor(dlse.get(), MLAJIT_FP32, {T, h});
+    a.sm_scale = (float)scale;
+
+    std::vector<int> forces = {-1, MLAJIT_PATH_MASKED_MHA, MLAJIT_PATH_SPARSE_MQA};
+    if (all_short) forces.push_back(MLAJIT_PATH_DENSE_MHA);
+    for (int force : forces) {
+        INFO("heads " << h << " batch " << B << " topk " << topk << (c.packed ? " packed" : " split") << " force_path "
+                      << force);
+        a.force_path = force;
+        size_t bytes = 0;
+        MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
+        CHECK(bytes > 0);
+        DeviceBuffer<uint8_t> ws(bytes);
+        dout.poison();
+        dlse.poison();
+        // Too small a workspace: refused before anything runs, the output untouched.
+        a.workspace = ws.get();
+        a.workspace_bytes = bytes - 1;
+        CHECK(mlajit_mla_prefill(G->handle, &a, G->stream) == MLAJIT_ERROR_INVALID_ARGUMENT);
+        CHECK(std::string(mlajit_last_error()).find("workspace") != std::string::npos);
+        a.workspace_bytes = bytes;
+        std::vector<mlajit_path> paths((size_t)B, (mlajit_path)99);
+        a.paths_out = paths.data();
+        MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
+        for (int64_t r = 0; r < B; ++r) {
+            INFO("request " << r);
+            if (force >= 0 && c.reqs[(size_t)r].s_q > 0) CHECK((int)paths[(size_t)r] == force);
+            if (force < 0 && c.reqs[(size_t)r].s_q > 0 && c.reqs[(size_t)r].s_k <= topk)
+                CHECK(paths[(size_t)r] == MLAJIT_PATH_DENSE_MHA);
+            CHECK((int)paths[(size_t)r] <= 2);
+        }
+        auto out = dout.download();
+        auto lse = dlse.download();
+        // Every output element written (the poison is NaN), then values on the sampled rows.
+        int64_t unwritten = 0;
+        for (uint16_t v : out) unwritten += v == 0xFFFF;
+        CHECK_MESSAGE(unwritten == 0, unwritten << " output elements never written");
+        expect_ok(R::check_out("out", R::View(out.data(), h * 128, 128), want));
+        expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want));
+    }
+    // lse is optional.
+    a.lse = mlajit_tensor{};
+    a.force_path = -1;
+    size_t bytes = 0;
+    MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
+    DeviceBuffer<uint8_t> ws(bytes);
+    a.workspace = ws.get();
+    a.workspace_bytes = bytes;
+    a.paths_out = nullptr;
+    dout.poison();
+    MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
+    auto out = dout.download();
+    expect_ok(R::check_out("out (no lse)", R::View(out.data(), h * 128, 128), want));
+}
+
+}  // namespace
+
+TEST_CASE("gpu: mla_prefill gives the DSA result on every path") {
+    MLAJIT_REQUIRE_GPU();
+    // Mixed batch: a short request (dense when planned), chunked prefill over cached context, a request
+    // with no queries, a long one; topk 256 so every path has work at test sizes.
+    run_mla_case(G, {16, {{300, 300}, {200, 2600}, {0, 50}, {700, 3000}}, 256, false});
+    run_mla_case(G, {16, {{300, 300}, {200, 2600}, {0, 50}, {700, 3000}}, 256, true});
+    // Every request short: dense MHA is exact and can be forced; 128 heads (TP1) and 20 (padded MQA tile).
+    run_mla_case(G, {128, {{500, 500}, {64, 1000}}, 2048, true});
+    run_mla_case(G, {20, {{1, 1}, {900, 1800}, {33, 2000}}, 2048, false});
+    // DeepSeek topk over longer requests, 64 heads.
+    run_mla_case(G, {64, {{1500, 4000}, {2500, 2500}}, 2048, false});
+}
