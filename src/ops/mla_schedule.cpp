@@ -172,15 +172,6 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
 
 namespace {
 
-PathChoice choice_of(int force_path) {
-    switch (force_path) {
-        case MLAJIT_PATH_DENSE_MHA: return PathChoice::dense_mha;
-        case MLAJIT_PATH_MASKED_MHA: return PathChoice::masked_mha;
-        case MLAJIT_PATH_SPARSE_MQA: return PathChoice::sparse_mqa;
-        default: return PathChoice::auto_;
-    }
-}
-
 // Planner options per (GPU, heads, topk), built once: they read the calibration table from disk.
 const PlannerOptions& cached_planner_options(const std::string& gpu_name, int heads, int topk) {
     static std::mutex mu;
@@ -212,9 +203,11 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
         index.push_back(size_t(r));
     }
     if (reqs.empty()) return paths;
-    PlannerOptions o = cached_planner_options(gpu_name, int(s.heads), int(s.topk));
-    if (force_path >= 0) o.force = choice_of(force_path);
-    const Plan plan = Planner(std::move(o)).plan(reqs);
+    if (force_path >= 0) {  // the caller's choice for this call (not MLAJIT_PATH: the planner would log that)
+        for (size_t i : index) paths[i] = Path(force_path);
+        return paths;
+    }
+    const Plan plan = Planner(cached_planner_options(gpu_name, int(s.heads), int(s.topk))).plan(reqs);
     for (size_t i = 0; i < reqs.size(); ++i) paths[index[i]] = plan.requests[i].path;
     return paths;
 }

@@ -55,6 +55,29 @@ double causal_pairs(long s_q, long s_k) {
     const double q = double(s_q);
     return q * double(s_k - s_q) + q * q / 2;
 }
+// mlajit's own kernels on the H200 (2026-12-02, driver 580 / CUDA 13.0): fitted by tools/dev/fit_rates.py
+// to the calibration run of `mlajit-warmup calibrate` (docs/PERF.md, "Planner calibration"): 60 cells of
+// whole-path mlajit_mla_prefill times, heads {128, 64, 32, 16} x s_q {1k..16k} x s_k {1, 2, 4} x s_q,
+// topk 2048, spread indices (one per equal slice of each causal prefix). Least squares on the relative
+// error, as above. MHA path on the 48 masked cells, up-projection and attention rates with one overhead
+// jointly (mask build as above): up-projection 505.8 TFLOP/s (cuBLASLt), masked attention 283.3 TFLOP/s
+// + 66.1 us; rms 3.1 %, max 12.3 % (h 16, s_q 1k, s_k 4k). MQA path: absorption kept at the anchors'
+// cuBLAS fit (within one head count it scales with s_q * h exactly like the sparse attention, so whole
+// paths cannot separate them), sparse attention per head tile over the VALID indices: tile 16 125.9
+// TFLOP/s + 1.2 us, tile 32 169.2 + 58.4 us, tile 64 293.5 + 69.9 us; rms 2.1 %, max 10.5 % (h 64, s_q 16k,
+// s_k 64k: L2 misses over 64k latent rows). Counting all topk instead of the valid ones gave rms 38 %:
+// the kernel skips all-padding index tiles. The predicted winner matches the measured one on 48/48
+// masked cells.
+KernelRates h200_mlajit_rates() {
+    KernelRates r = h200_anchor_rates();
+    r.upproj = {505.8, 0.0};
+    r.mha_attn = {283.3, 0.0661};
+    r.mqa_tiles = {{16, 16, {125.9, 0.0012}}, {32, 32, {169.2, 0.0584}}, {128, 64, {293.5, 0.0699}}};
+    r.mqa_attn = r.mqa_tiles.back().rate;
+    r.mqa_head_tile = 64;
+    r.mqa_skips_padding = true;
+    return r;
+}
 
 double upproj_flops(const AttnShape& s) { return 2.0 * double(s.s_k) * 512 * s.heads * 256; }
 
@@ -67,8 +90,16 @@ int padded_heads(int heads, int head_tile) {
     return (heads + head_tile - 1) / head_tile * head_tile;
 }
 
-double mqa_attn_flops(const AttnShape& s, int head_tile) {
-    return 2.0 * double(s.s_q) * padded_heads(s.heads, head_tile) * s.topk * (576 + 512);
+double valid_indices(long s_q, long s_k, int topk) {
+    // Query i (0-based, bottom-right aligned) has a prefix of s_k - s_q + 1 + i keys.
+    const double first = double(s_k - s_q + 1);
+    const double partial = std::clamp(double(topk) - first + 1, 0.0, double(s_q));  // queries with < topk keys
+    return partial * first + partial * (partial - 1) / 2 + (double(s_q) - partial) * topk;
+}
+
+double mqa_attn_flops(const AttnShape& s, int head_tile, bool valid_only) {
+    const double indices = valid_only ? valid_indices(s.s_q, s.s_k, s.topk) : double(s.s_q) * s.topk;
+    return 2.0 * indices * padded_heads(s.heads, head_tile) * (576 + 512);
 }
 
 CostModel::CostModel(KernelRates rates) : rates_(rates) {
@@ -85,6 +116,16 @@ CostModel::CostModel(KernelRates rates) : rates_(rates) {
         fail_arg("cost model: mask build costs ({} ms, {} ms/index, {} ms/word) must be non-negative", m.overhead_ms,
                  m.ms_per_index, m.ms_per_word);
     padded_heads(1, rates_.mqa_head_tile);
+    for (size_t i = 0; i < rates_.mqa_tiles.size(); ++i) {
+        const auto& t = rates_.mqa_tiles[i];
+        if (!(t.rate.tflops > 0) || !std::isfinite(t.rate.tflops) || !(t.rate.overhead_ms >= 0))
+            fail_arg("cost model: sparse tile {} has rate {} TFLOP/s + {} ms: both must be positive (overhead >= 0)", i,
+                     t.rate.tflops, t.rate.overhead_ms);
+        padded_heads(1, t.tile);
+        if (i > 0 && t.max_heads <= rates_.mqa_tiles[i - 1].max_heads)
+            fail_arg("cost model: sparse tiles must be sorted by max_heads ({} after {})", t.max_heads,
+                     rates_.mqa_tiles[i - 1].max_heads);
+    }
 }
 
 MhaTimes CostModel::mha(const AttnShape& s, bool masked) const {
@@ -99,8 +140,16 @@ MhaTimes CostModel::mha(const AttnShape& s, bool masked) const {
     return t;
 }
 
+MqaTileRate CostModel::mqa_tile(int heads) const {
+    if (rates_.mqa_tiles.empty()) return {128, rates_.mqa_head_tile, rates_.mqa_attn};
+    for (const auto& t : rates_.mqa_tiles)
+        if (heads <= t.max_heads) return t;
+    return rates_.mqa_tiles.back();
+}
+
 MqaTimes CostModel::mqa(const AttnShape& s) const {
-    return {rates_.absorb.ms(absorb_flops(s)), rates_.mqa_attn.ms(mqa_attn_flops(s, rates_.mqa_head_tile))};
+    const MqaTileRate t = mqa_tile(s.heads);
+    return {rates_.absorb.ms(absorb_flops(s)), t.rate.ms(mqa_attn_flops(s, t.tile, rates_.mqa_skips_padding))};
 }
 
 PathTimes CostModel::predict(const AttnShape& s) const {

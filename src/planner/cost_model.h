@@ -5,6 +5,7 @@
 #pragma once
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace mlajit {
 
@@ -35,6 +36,14 @@ struct MaskBuildCost {
     double ms_per_word = 0;   // per 32-bit mask word
 };
 
+// One sparse-attention kernel variant: requests with heads <= max_heads run it, padding heads up to a
+// multiple of `tile`, at its own rate (a 16-head tile keeps fewer tensor cores busy per gathered key).
+struct MqaTileRate {
+    int max_heads = 128;
+    int tile = 64;
+    KernelRate rate;
+};
+
 struct KernelRates {
     KernelRate upproj;    // kv_c [s_k,512] x W_kv_b^T -> [s_k, h*256]
     KernelRate mha_attn;  // causal attention, d_qk 192, d_v 128
@@ -42,12 +51,21 @@ struct KernelRates {
     KernelRate absorb;    // the two bmm's of sparse MQA: [s_q,h,128]x[128,512] and [s_q,h,512]x[512,128]
     KernelRate mqa_attn;  // sparse attention over the top-k latent rows, d_qk 576, d_v 512
     int mqa_head_tile = 64;  // the sparse kernel pads heads up to a multiple of this (16, 32 or 64)
+    // When non-empty (sorted by max_heads), replaces mqa_attn / mqa_head_tile: the first entry whose
+    // max_heads >= the request's heads applies (the last one beyond).
+    std::vector<MqaTileRate> mqa_tiles;
+    // mlajit's sparse kernel skips 64-index tiles that are all -1 padding, so its work follows the valid
+    // indices (queries with a causal prefix shorter than topk have fewer); FlashMLA's spends it on all topk.
+    bool mqa_skips_padding = false;
 };
 
 // The "no table" default: cuDNN / cuBLAS / FlashMLA-class kernels on an H200 (fits in cost_model.cpp).
 // They do not describe another GPU or mlajit's own kernels; a calibration table measured on the local GPU
 // replaces them.
 KernelRates h200_anchor_rates();
+// mlajit's own kernels on an H200, fitted to its calibration run (cost_model.cpp says how): the default
+// when no calibration table covers a request.
+KernelRates h200_mlajit_rates();
 
 // FLOP and element counts of the terms.
 double causal_pairs(long s_q, long s_k);  // s_q*(s_k - s_q) + s_q^2/2
@@ -55,7 +73,10 @@ double upproj_flops(const AttnShape& s);
 double mha_attn_flops(const AttnShape& s);
 double absorb_flops(const AttnShape& s);
 int padded_heads(int heads, int head_tile);
-double mqa_attn_flops(const AttnShape& s, int head_tile);
+// Sum over the request's queries of min(topk, causal prefix): the indices a DSA indexer can fill.
+double valid_indices(long s_q, long s_k, int topk);
+// FLOPs of sparse attention at `head_tile`, over all topk indices or only the valid ones.
+double mqa_attn_flops(const AttnShape& s, int head_tile, bool valid_only = false);
 
 struct MhaTimes {
     double upproj_ms = 0, attn_ms = 0, mask_ms = 0;
@@ -75,6 +96,8 @@ public:
     explicit CostModel(KernelRates rates = h200_anchor_rates());
     MhaTimes mha(const AttnShape& s, bool masked) const;
     MqaTimes mqa(const AttnShape& s) const;
+    // The sparse kernel variant (tile, rate) a request with `heads` heads runs.
+    MqaTileRate mqa_tile(int heads) const;
     PathTimes predict(const AttnShape& s) const;
     const KernelRates& rates() const { return rates_; }
 

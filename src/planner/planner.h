@@ -54,7 +54,7 @@ struct PlannerOptions {
     int topk = 0;
     PathChoice force = PathChoice::auto_;      // MLAJIT_PATH
     std::optional<long> masked_mha_max_seq;    // MLAJIT_MASKED_MHA_MAX_SEQ
-    KernelRates rates = h200_anchor_rates();   // mlajit's measured kernel speeds can replace these
+    KernelRates rates = h200_mlajit_rates();   // mlajit's kernels on the H200; a calibration table beats it
     std::optional<CalibrationTable> table;     // measured on this GPU
 };
 

@@ -27,6 +27,14 @@ struct MlaCase {
 
 void expect_ok(const R::CheckReport& r) { CHECK_MESSAGE(r.ok(), r.summary()); }
 
+// lse of the one-call prefill: unlike the attention ops, whose inputs are given in bf16, each path rounds
+// an intermediate to bf16 (MHA: the up-projected k_nope; MQA: the absorbed queries), so every logit moves
+// by up to sm_scale * 2^-9 * sum_i |q_i k_i| over the 128 nope dims: ~0.011 for these unit-variance
+// inputs (1/sqrt(192) * 2^-9 * 128 * E|q||k| = 0.072 * 0.00195 * 81). lse moves by at most the largest
+// logit error; measured on the H200: 0.0041 at most. A wrong scale, a missed request or a row shifted by
+// a token moves lse by O(1).
+constexpr double kOneCallLseAtol = 1.5e-2;
+
 void run_mla_case(Gpu* G, const MlaCase& c) {
     R::Rng rng;
     INFO(rng.seed_note());
@@ -105,8 +113,8 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     std::vector<int> forces = {-1, MLAJIT_PATH_MASKED_MHA, MLAJIT_PATH_SPARSE_MQA};
     if (all_short) forces.push_back(MLAJIT_PATH_DENSE_MHA);
     for (int force : forces) {
-        INFO("heads " << h << " batch " << B << " topk " << topk << (c.packed ? " packed" : " split") << " force_path "
-                      << force);
+        INFO("heads " << h << " batch " << B << " topk " << topk << std::string(c.packed ? " packed" : " split")
+                      << " force_path " << force);
         a.force_path = force;
         size_t bytes = 0;
         MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
@@ -137,7 +145,7 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
         for (uint16_t v : out) unwritten += v == 0xFFFF;
         CHECK_MESSAGE(unwritten == 0, unwritten << " output elements never written");
         expect_ok(R::check_out("out", R::View(out.data(), h * 128, 128), want));
-        expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want));
+        expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want, kOneCallLseAtol));
     }
     // lse is optional.
     a.lse = mlajit_tensor{};

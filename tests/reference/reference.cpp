@@ -599,10 +599,10 @@ CheckReport check_out(std::string_view name, View got, const AttnResult& want) {
     return check_close(name, g, want.out, out_tolerance(want.out), shape, want.rows);
 }
 
-CheckReport check_lse(std::string_view name, View got, const AttnResult& want) {
+CheckReport check_lse(std::string_view name, View got, const AttnResult& want, double atol) {
     const std::vector<double> g = gather_rows(got, want.rows, want.heads, 1);
     const int64_t shape[] = {int64_t(want.rows.size()), want.heads};
-    return check_close(name, g, want.lse, {0.0, kLseAtol, 0.0}, shape, want.rows);
+    return check_close(name, g, want.lse, {0.0, atol, 0.0}, shape, want.rows);
 }
 
 CheckReport check_max_logits(std::string_view name, View got, const AttnResult& want) {

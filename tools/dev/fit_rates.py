@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Fits the planner's cost-model rates (src/planner/cost_model.cpp, h200_mlajit_rates) to a calibration
+table written by `mlajit-warmup calibrate` (whole-path times of mlajit_mla_prefill).
+
+Model (cost_model.h): MHA path = up-projection + mask build + masked attention; sparse MQA path =
+absorption/output bmm's + sparse attention at the head tile mlajit's kernel uses (16, 32 or 64 heads).
+Within one head count the absorption and the sparse attention both scale with s_q * heads, so they cannot
+be told apart from whole-path times: the absorption keeps the cuBLAS rate fitted on the anchors, and one
+(rate, overhead) is fitted per sparse tile. The MHA side fits up-projection rate, attention rate and one
+overhead jointly on the masked cells (s_k > topk; below, the path is dense MHA whatever is predicted).
+Every fit is least squares on the relative error (weights 1/t^2). Pure Python (no numpy on the dev box).
+
+usage: fit_rates.py NVIDIA_H200.json
+"""
+import json
+import math
+import sys
+
+ABSORB = (379.3, 0.0494)          # TFLOP/s, ms: the anchors' cuBLAS bmm fit (cost_model.cpp)
+MASK = (0.0060, 1.72e-9, 1.0e-9)  # ms, ms per index, ms per word: mlajit's topk_mask kernel
+
+
+def solve(a, b):
+    """Gaussian elimination for a small dense system."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        for r in range(n):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def wls(rows, ys):
+    """min sum ((x.beta - y) / y)^2 over beta."""
+    k = len(rows[0])
+    ata = [[sum(r[i] * r[j] / y ** 2 for r, y in zip(rows, ys)) for j in range(k)] for i in range(k)]
+    aty = [sum(r[i] * y / y ** 2 for r, y in zip(rows, ys)) for i in range(k)]
+    return solve(ata, aty)
+
+
+def pairs(sq, sk):
+    return sq * (sk - sq) + sq * sq / 2
+
+
+def valid(sq, sk, topk):
+    """Sum over the queries of min(topk, causal prefix): the indices that are not -1 padding."""
+    first = sk - sq + 1  # prefix of the first query
+    full_from = max(0, topk - first + 1)  # queries i >= this have >= topk keys
+    part = min(sq, full_from)
+    return part * first + part * (part - 1) / 2 + (sq - part) * topk
+
+
+def tile(h):
+    return 16 if h <= 16 else 32 if h <= 32 else 64
+
+
+def main(path):
+    t = json.load(open(path))
+    topk = t["topk"]
+    cells = t["cells"]
+    mask = lambda c: MASK[0] + c["s_q"] * topk * MASK[1] + c["s_q"] * ((c["s_k"] + 31) // 32) * MASK[2]
+    up = lambda c: 2.0 * c["s_k"] * 512 * c["heads"] * 256
+    att = lambda c: 2.0 * c["heads"] * pairs(c["s_q"], c["s_k"]) * 320
+    absorb = lambda c: ABSORB[1] + 4.0 * c["s_q"] * c["heads"] * 128 * 512 / (ABSORB[0] * 1e9)
+    # mlajit's sparse kernel skips 64-index tiles that are all padding: its work follows the valid indices
+    sparse = lambda c: 2.0 * valid(c["s_q"], c["s_k"], topk) * math.ceil(c["heads"] / tile(c["heads"])) * tile(c["heads"]) * 1088
+
+    masked = [c for c in cells if c["s_k"] > topk]
+    o, a, b = wls([[1.0, up(c), att(c)] for c in masked], [c["mha_ms"] - mask(c) for c in masked])
+    print(f"MHA (masked cells, {len(masked)}): overhead {o*1e3:.1f} us, upproj {1/a/1e9:.1f} TFLOP/s, "
+          f"attention {1/b/1e9:.1f} TFLOP/s")
+    mha_pred = lambda c: o + up(c) * a + att(c) * b + (mask(c) if c["s_k"] > topk else 0.0)
+    tiles = {}
+    for tl in (16, 32, 64):
+        cs = [c for c in cells if tile(c["heads"]) == tl]
+        if not cs:
+            continue
+        ov, inv = wls([[1.0, sparse(c)] for c in cs], [c["mqa_ms"] - absorb(c) for c in cs])
+        if ov < 0:  # a negative constant would make tiny requests cost less than nothing: fit through 0
+            ov, inv = 0.0, wls([[sparse(c)] for c in cs], [c["mqa_ms"] - absorb(c) for c in cs])[0]
+        tiles[tl] = (1 / inv / 1e9, ov)
+        print(f"sparse tile {tl} ({len(cs)} cells): {1/inv/1e9:.1f} TFLOP/s + {ov*1e3:.1f} us")
+    mqa_pred = lambda c: absorb(c) + tiles[tile(c["heads"])][1] + sparse(c) / (tiles[tile(c["heads"])][0] * 1e9)
+
+    def report(name, pred, key, cs):
+        errs = [pred(c) / c[key] - 1 for c in cs]
+        rms = math.sqrt(sum(e * e for e in errs) / len(errs))
+        worst = max(cs, key=lambda c: abs(pred(c) / c[key] - 1))
+        print(f"{name}: rms {rms*100:.1f} %, max {abs(pred(worst)/worst[key]-1)*100:.1f} % "
+              f"(h {worst['heads']} s_q {worst['s_q']} s_k {worst['s_k']})")
+
+    report("MHA path (masked cells)", mha_pred, "mha_ms", masked)
+    report("MQA path (all cells)", mqa_pred, "mqa_ms", cells)
+    agree = sum((mha_pred(c) < mqa_pred(c)) == (c["mha_ms"] < c["mqa_ms"]) for c in masked)
+    print(f"predicted winner matches the measured one on {agree} of {len(masked)} masked cells")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
