@@ -1,0 +1,16 @@
+"""mlajit: DSA (MLA + DeepSeek Sparse Attention) prefill kernels, called from PyTorch.
+
+A thin ctypes binding of libmlajit.so's C API (include/mlajit/mlajit.h). The library is looked for at
+$MLAJIT_LIBRARY, then <repo>/build, build-gpu, build-bench (libmlajit.so), then by plain name. Every
+function takes CUDA tensors and runs on torch.cuda.current_stream(); one mlajit handle per CUDA device is
+created on first use under PyTorch's context. Library errors raise MlajitError.
+"""
+from ._lib import candidate_paths, library_path
+from ._ops import (MlajitError, PrefillPlan, arch, has_mla_prefill, mha_prefill, mla_prefill, plan_prefill,
+                   sparse_mqa_prefill, topk_mask_build, topk_mask_words, version)
+
+PATHS = ("dense_mha", "masked_mha", "sparse_mqa")
+
+__all__ = ["MlajitError", "PrefillPlan", "PATHS", "arch", "candidate_paths", "has_mla_prefill", "library_path",
+           "mha_prefill", "mla_prefill", "plan_prefill", "sparse_mqa_prefill", "topk_mask_build",
+           "topk_mask_words", "version"]

@@ -1,0 +1,184 @@
+"""ctypes mirror of include/mlajit/mlajit.h and the loading of libmlajit.so.
+
+Only this module knows the C layout. The structs below must match the header field for field; a change
+to the header's structs needs the same change here (tests/test_binding.py checks the sizes against
+values computed from the header's layout rules).
+"""
+import ctypes
+import os
+import threading
+from pathlib import Path
+
+# Status codes (mlajit_status).
+OK = 0
+INVALID_ARGUMENT = 1
+NO_DRIVER = 2
+UNSUPPORTED = 7
+
+# mlajit_dtype
+BF16, FP32, INT32, UINT32 = 0, 1, 2, 3
+
+# mlajit_path
+PATHS = ("dense_mha", "masked_mha", "sparse_mqa")
+PATH_IDS = {name: i for i, name in enumerate(PATHS)}
+
+
+class Tensor(ctypes.Structure):
+    """mlajit_tensor: device pointer, dtype, up to 4 dims, strides in elements."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * 4),
+        ("stride", ctypes.c_int64 * 4),
+    ]
+
+
+_I32P = ctypes.POINTER(ctypes.c_int32)
+
+
+class SparseMqaArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", Tensor), ("kv", Tensor), ("indices", Tensor),
+        ("out", Tensor), ("lse", Tensor), ("max_logits", Tensor),
+        ("cu_seqlens_q", Tensor), ("cu_seqlens_kv", Tensor),
+        ("cu_seqlens_q_host", _I32P), ("cu_seqlens_kv_host", _I32P),
+        ("sm_scale", ctypes.c_float),
+    ]
+
+
+class MhaArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", Tensor), ("k", Tensor), ("k_nope", Tensor), ("k_pe", Tensor), ("v", Tensor),
+        ("out", Tensor), ("lse", Tensor),
+        ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
+        ("cu_seqlens_q_host", _I32P), ("cu_seqlens_k_host", _I32P),
+        ("mask", Tensor),
+        ("sm_scale", ctypes.c_float),
+    ]
+
+
+class TopkMaskArgs(ctypes.Structure):
+    _fields_ = [
+        ("indices", Tensor),
+        ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
+        ("cu_seqlens_q_host", _I32P), ("cu_seqlens_k_host", _I32P),
+        ("mask", Tensor),
+    ]
+
+
+class MlaPrefillArgs(ctypes.Structure):
+    _fields_ = [
+        ("q_nope", Tensor), ("q_pe", Tensor), ("kv_c", Tensor), ("k_pe", Tensor), ("w_kv_b", Tensor),
+        ("indices", Tensor),
+        ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
+        ("cu_seqlens_q_host", _I32P), ("cu_seqlens_k_host", _I32P),
+        ("out", Tensor), ("lse", Tensor),
+        ("sm_scale", ctypes.c_float),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+        ("force_path", ctypes.c_int),
+        ("paths_out", ctypes.POINTER(ctypes.c_int)),
+    ]
+
+
+def _repo_root():
+    # tools/python/mlajit/_lib.py -> repo root is three levels above the package folder.
+    return Path(__file__).resolve().parents[3]
+
+
+def candidate_paths():
+    """Where libmlajit.so is looked for, in order."""
+    env = os.environ.get("MLAJIT_LIBRARY")
+    out = []
+    if env:
+        out.append(env)
+    root = _repo_root()
+    for d in ("build", "build-gpu", "build-bench"):
+        out.append(str(root / d / "libmlajit.so"))
+    out.append("libmlajit.so")
+    return out
+
+
+_lib = None
+_lib_path = None
+_lock = threading.Lock()
+
+
+def _declare(lib):
+    c = ctypes
+    lib.mlajit_last_error.restype = c.c_char_p
+    lib.mlajit_last_error.argtypes = []
+    lib.mlajit_status_name.restype = c.c_char_p
+    lib.mlajit_status_name.argtypes = [c.c_int]
+    lib.mlajit_version.restype = c.c_char_p
+    lib.mlajit_version.argtypes = []
+    lib.mlajit_create.restype = c.c_int
+    lib.mlajit_create.argtypes = [c.c_int, c.POINTER(c.c_void_p)]
+    lib.mlajit_destroy.restype = c.c_int
+    lib.mlajit_destroy.argtypes = [c.c_void_p]
+    lib.mlajit_handle_arch.restype = c.c_char_p
+    lib.mlajit_handle_arch.argtypes = [c.c_void_p]
+    lib.mlajit_sparse_mqa_prefill.restype = c.c_int
+    lib.mlajit_sparse_mqa_prefill.argtypes = [c.c_void_p, c.POINTER(SparseMqaArgs), c.c_void_p]
+    lib.mlajit_mha_prefill.restype = c.c_int
+    lib.mlajit_mha_prefill.argtypes = [c.c_void_p, c.POINTER(MhaArgs), c.c_void_p]
+    lib.mlajit_topk_mask_words.restype = c.c_int64
+    lib.mlajit_topk_mask_words.argtypes = [c.c_int64]
+    lib.mlajit_topk_mask_bytes.restype = c.c_size_t
+    lib.mlajit_topk_mask_bytes.argtypes = [c.c_int64, c.c_int64]
+    lib.mlajit_topk_mask_build.restype = c.c_int
+    lib.mlajit_topk_mask_build.argtypes = [c.c_void_p, c.POINTER(TopkMaskArgs), c.c_void_p]
+    lib.mlajit_path_name.restype = c.c_char_p
+    lib.mlajit_path_name.argtypes = [c.c_int]
+    lib.mlajit_plan_prefill.restype = c.c_int
+    lib.mlajit_plan_prefill.argtypes = [c.c_char_p, c.c_int, c.c_int, c.c_int, c.POINTER(c.c_int64),
+                                        c.POINTER(c.c_int64), c.POINTER(c.c_int), c.POINTER(c.c_double),
+                                        c.POINTER(c.c_double)]
+
+
+def lib():
+    """The loaded library (loaded on first use). Raises OSError listing every place tried."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        errors = []
+        for p in candidate_paths():
+            if os.sep in p and not os.path.exists(p):
+                errors.append(f"{p}: no such file")
+                continue
+            try:
+                handle = ctypes.CDLL(p)
+            except OSError as e:
+                errors.append(f"{p}: {e}")
+                continue
+            _declare(handle)
+            _lib, _lib_path = handle, p
+            return _lib
+        raise OSError("libmlajit.so not found; build it (cmake --build build --target mlajit) or set "
+                      "MLAJIT_LIBRARY to its path. Tried:\n  " + "\n  ".join(errors))
+
+
+def library_path():
+    lib()
+    return _lib_path
+
+
+def optional_symbol(name):
+    """A C function of the library, or None when this build lacks it (declared lazily)."""
+    L = lib()
+    try:
+        f = getattr(L, name)
+    except AttributeError:
+        return None
+    c = ctypes
+    if name == "mlajit_mla_prefill_workspace_size":
+        f.restype = c.c_int
+        f.argtypes = [c.c_void_p, c.POINTER(MlaPrefillArgs), c.POINTER(c.c_size_t)]
+    elif name == "mlajit_mla_prefill":
+        f.restype = c.c_int
+        f.argtypes = [c.c_void_p, c.POINTER(MlaPrefillArgs), c.c_void_p]
+    return f
