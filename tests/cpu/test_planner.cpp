@@ -260,7 +260,7 @@ TEST_CASE("planner: table interpolation between cells") {
     const Request outside{4096, 65536};
     const RequestPlan o = p.plan({&outside, 1}).requests[0];
     CHECK_FALSE(o.from_table);
-    const PathTimes model = CostModel().predict({4096, 65536, 16, kTopk});
+    const PathTimes model = CostModel(PlannerOptions{}.rates).predict({4096, 65536, 16, kTopk});
     CHECK(o.mha_ms == doctest::Approx(model.mha_ms));
     CHECK(o.mqa_ms == doctest::Approx(model.mqa_ms));
     // Nearest head count, in log scale.
@@ -397,7 +397,7 @@ TEST_CASE("planner: forced paths") {
         for (const auto& r : p.requests) CHECK(r.path == Path::masked_mha);
         CHECK(p.group(Path::masked_mha).size() == mixed.size());
         // The time shown is the masked kernel's, also for the short requests.
-        CHECK(p.requests[0].mha_ms > CostModel().mha({100, 100, 128, kTopk}, false).total());
+        CHECK(p.requests[0].mha_ms > CostModel(PlannerOptions{}.rates).mha({100, 100, 128, kTopk}, false).total());
     }
     SUBCASE("sparse_mqa") {
         Planner planner = planner_env("sparse_mqa");
@@ -588,4 +588,41 @@ TEST_CASE("planner: crossovers derived from cells, and the measuring hook") {
     CHECK(j["crossover"][0]["along"] == "pure_prefill");
     const std::vector<CalibrationPoint> bad = {{32, 4096, 1024}};
     CHECK_THROWS_AS(calibrate(kGpu, "580", kTopk, bad, [](const AttnShape&) { return PathTimes{1, 1}; }), Error);
+}
+
+TEST_CASE("planner: mlajit's own H200 rates reproduce its calibration run") {
+    // Cells of docs/calibration/NVIDIA_H200_2026-12-02.json (whole mlajit_mla_prefill paths, ms), which the
+    // rates were fitted to: the model must land within the fit's worst error (12.3 %) plus a margin, and
+    // pick the measured winner where it is not a near tie.
+    struct Cell {
+        int heads;
+        long s_q, s_k;
+        double mha_ms, mqa_ms;
+    };
+    const Cell cells[] = {{128, 4096, 16384, 17.752, 8.281}, {128, 8192, 8192, 10.324, 14.946},
+                          {16, 16384, 16384, 5.053, 8.835},  {32, 8192, 32768, 17.441, 7.204},
+                          {64, 2048, 4096, 1.135, 2.153},    {16, 1024, 4096, 0.216, 0.637}};
+    const CostModel m(h200_mlajit_rates());
+    for (const Cell& c : cells) {
+        CAPTURE(c.heads);
+        CAPTURE(c.s_q);
+        CAPTURE(c.s_k);
+        const PathTimes t = m.predict({c.s_q, c.s_k, c.heads, kTopk});
+        CHECK(t.mha_ms == doctest::Approx(c.mha_ms).epsilon(0.15));
+        CHECK(t.mqa_ms == doctest::Approx(c.mqa_ms).epsilon(0.15));
+        CHECK((t.mha_ms < t.mqa_ms) == (c.mha_ms < c.mqa_ms));
+    }
+    // Padding: 16 heads run the 16-head tile (no padding to 64), and its work follows the valid indices.
+    CHECK(m.mqa_tile(16).tile == 16);
+    CHECK(m.mqa_tile(20).tile == 32);
+    CHECK(m.mqa_tile(128).tile == 64);
+    CHECK(valid_indices(4096, 4096, 2048) == doctest::Approx(2048.0 * 2049 / 2 + 2048.0 * 2048));
+    CHECK(valid_indices(100, 9000, 2048) == doctest::Approx(100.0 * 2048));
+    for (int heads : {128, 64, 32, 16})
+        for (double ratio : {1.0, 4.0}) {
+            const ModelCrossover x = model_crossover(m, heads, kTopk, ratio);
+            MESSAGE("mlajit rates, heads " << heads << ", s_k = " << ratio << " s_q: "
+                                           << (x.kind == ModelCrossover::Kind::at ? "sparse MQA from s_q = " + std::to_string(x.s_q)
+                                                                                   : std::string("no crossover")));
+        }
 }

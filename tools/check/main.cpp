@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "cuda/driver_api.h"
 #include "mlajit/mlajit.h"
@@ -76,10 +77,31 @@ int main(int argc, char** argv) {
     app.add_option("--s-q", s_q, "new tokens")->check(CLI::Range(1, 1 << 20));
     app.add_option("--s-k", s_k, "keys incl. cached context (>= s-q)")->check(CLI::Range(1, 1 << 20));
     app.add_option("--topk", topk, "DSA top-k")->check(CLI::Range(64, 4096));
+    std::string batch_spec;
+    app.add_option("--batch", batch_spec,
+                   "a mixed batch instead of one request: s_q:s_k pairs, comma-separated (e.g. 300:300,700:3000); "
+                   "runs the one-call prefill only");
     CLI11_PARSE(app, argc, argv);
     if (has_gpu) return mlajit::driver_available() ? 0 : 1;
     try {
-        if (s_k < s_q) throw std::runtime_error("--s-k must be >= --s-q (queries are the last s_q of s_k keys)");
+        std::vector<int32_t> cu_q{0}, cu_k{0};
+        if (batch_spec.empty()) batch_spec = fmt::format("{}:{}", s_q, s_k);
+        for (size_t at = 0; at < batch_spec.size();) {
+            const size_t end = std::min(batch_spec.find(',', at), batch_spec.size());
+            const std::string item = batch_spec.substr(at, end - at);
+            long q = -1, k = -1;
+            if (std::sscanf(item.c_str(), "%ld:%ld", &q, &k) != 2 || q < 0 || k < q || k > (1 << 22))
+                throw std::runtime_error(fmt::format("--batch: '{}' is not s_q:s_k with 0 <= s_q <= s_k", item));
+            cu_q.push_back(cu_q.back() + int32_t(q));
+            cu_k.push_back(cu_k.back() + int32_t(k));
+            at = end + 1;
+        }
+        const int64_t B = int64_t(cu_q.size()) - 1;
+        const bool single = B == 1;
+        s_q = cu_q.back();  // total tokens: one request's lengths when single
+        s_k = cu_k.back();
+        bool all_short = true;
+        for (int64_t r = 0; r < B; ++r) all_short = all_short && cu_k[size_t(r) + 1] - cu_k[size_t(r)] <= topk;
         CUdevice dev;
         CUcontext ctx;
         MLAJIT_CU(cuDeviceGet(&dev, 0), "opening GPU 0");
@@ -90,10 +112,10 @@ int main(int argc, char** argv) {
         mlajit_handle h = nullptr;
         ok(mlajit_create(-1, &h), "mlajit_create");
         CUstream st = nullptr;
-        fmt::print("mlajit-check on {} ({}): heads {}, s_q {}, s_k {}, topk {}\n", name, mlajit_handle_arch(h), heads, s_q, s_k, topk);
+        fmt::print("mlajit-check on {} ({}): heads {}, {} (s_q:s_k), topk {}\n", name, mlajit_handle_arch(h), heads,
+                   batch_spec, topk);
 
         R::Rng rng;
-        std::vector<int32_t> cu_q{0, (int32_t)s_q}, cu_k{0, (int32_t)s_k};
         const double scale = 1.0 / std::sqrt(192.0);
         auto idx = R::causal_topk_indices(rng, cu_q, cu_k, topk);
         auto rows = R::sample_rows(rng, cu_q, 6);
@@ -105,7 +127,7 @@ int main(int argc, char** argv) {
         std::vector<Row> table;
         Dev didx(idx), dcq(cu_q), dck(cu_k);
 
-        {  // sparse MQA over the latent rows
+        if (single) {  // sparse MQA over the latent rows
             auto q = rng.normal_bf16(s_q * heads * 576, 1.0), kv = rng.normal_bf16(s_k * 576, 1.0);
             Dev dq(q), dkv(kv), dout(s_q * heads * 512 * 2), dlse(s_q * heads * 4), dml(s_q * heads * 4);
             mlajit_sparse_mqa_args a{};
@@ -131,7 +153,7 @@ int main(int argc, char** argv) {
             auto rep = R::check_out("out", R::View(out.data(), heads * 512, 512), R::sparse_mqa(ra));
             table.push_back({"sparse_mqa", ms, rep.summary()});
         }
-        {  // masked MHA (and dense when exact) over decompressed K/V
+        if (single) {  // masked MHA (and dense when exact) over decompressed K/V
             auto q = rng.normal_bf16(s_q * heads * 192, 1.0), kn = rng.normal_bf16(s_k * heads * 128, 1.0),
                  kp = rng.normal_bf16(s_k * 64, 1.0), v = rng.normal_bf16(s_k * heads * 128, 1.0);
             const int64_t words = mlajit_topk_mask_words(s_k);
@@ -198,8 +220,8 @@ int main(int argc, char** argv) {
             a.k_pe = view(static_cast<char*>(dkv.get()) + 1024, {s_k, 64}, {576, 1});
             a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {heads * 256, 512});
             a.indices = tensor(didx.get(), MLAJIT_INT32, {s_q, topk});
-            a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {2});
-            a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {2});
+            a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
+            a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
             a.cu_seqlens_q_host = cu_q.data();
             a.cu_seqlens_k_host = cu_k.data();
             a.out = tensor(dout.get(), MLAJIT_BF16, {s_q, heads, 128});
@@ -220,7 +242,7 @@ int main(int argc, char** argv) {
             ra.rows = rows;
             const auto want = R::dsa_prefill_reference(ra);
             std::vector<int> forces = {-1, MLAJIT_PATH_MASKED_MHA, MLAJIT_PATH_SPARSE_MQA};
-            if (s_k <= topk) forces.push_back(MLAJIT_PATH_DENSE_MHA);
+            if (all_short) forces.push_back(MLAJIT_PATH_DENSE_MHA);
             for (int force : forces) {
                 a.force_path = force;
                 size_t bytes = 0;
@@ -228,25 +250,28 @@ int main(int argc, char** argv) {
                 Dev ws(bytes);
                 a.workspace = ws.get();
                 a.workspace_bytes = bytes;
-                mlajit_path taken = MLAJIT_PATH_DENSE_MHA;
-                a.paths_out = &taken;
+                std::vector<mlajit_path> taken(size_t(B), MLAJIT_PATH_DENSE_MHA);
+                a.paths_out = taken.data();
                 MLAJIT_CU(cuMemsetD8(reinterpret_cast<CUdeviceptr>(dout.get()), 0xFF, s_q * heads * 128 * 2), "poisoning out");
                 ok(mlajit_mla_prefill(h, &a, st), "mla_prefill");
                 auto out = dout.download<uint16_t>(s_q * heads * 128);
                 auto rep = R::check_out("out", R::View(out.data(), heads * 128, 128), want);
                 double ms = time_ms(st, [&] { ok(mlajit_mla_prefill(h, &a, st), "mla_prefill"); });
-                table.push_back({fmt::format("mla_prefill {} {}", force < 0 ? "planned:" : "forced:", mlajit_path_name(taken)), ms,
-                                 rep.summary()});
+                std::string names;
+                for (int64_t r = 0; r < B; ++r)
+                    if (cu_q[size_t(r) + 1] > cu_q[size_t(r)])
+                        names += std::string(names.empty() ? "" : ",") + mlajit_path_name(taken[size_t(r)]);
+                table.push_back({fmt::format("mla_prefill {} {}", force < 0 ? "planned:" : "forced:", names), ms, rep.summary()});
             }
         }
-        mlajit_path choice;
+        mlajit_path choice = MLAJIT_PATH_DENSE_MHA;
         double mha_pred = 0, mqa_pred = 0;
-        ok(mlajit_plan_prefill(name, (int)heads, (int)topk, 1, &s_q, &s_k, &choice, &mha_pred, &mqa_pred), "planner");
+        if (single) ok(mlajit_plan_prefill(name, (int)heads, (int)topk, 1, &s_q, &s_k, &choice, &mha_pred, &mqa_pred), "planner");
         std::string fastest;
         double best = 1e30;
         for (auto& r : table)
             if (r.path.starts_with("mla_prefill forced") && r.ms < best) best = r.ms, fastest = r.path;
-        fmt::print("planner: {} (predicted MHA path {:.3f} ms, sparse MQA path {:.3f} ms, projections included); "
+        if (single) fmt::print("planner: {} (predicted MHA path {:.3f} ms, sparse MQA path {:.3f} ms, projections included); "
                    "fastest forced one-call path: {}\n", mlajit_path_name(choice), mha_pred, mqa_pred, fastest);
         fmt::print("{:<32} {:>9}  {}\n", "path", "ms", "check vs float64 (sampled rows)");
         for (auto& r : table) fmt::print("{:<32} {:>9.3f}  {}\n", r.path, r.ms, r.check);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tensor-parallel start-up on a shared, empty kernel cache: N ranks (default 8; rank i on GPU i mod the
-# GPU count) start together, each runs a checked prefill with DeepSeek-V3.2's TP8 shape (16 local
-# heads) through the library; then we check from the logs that every kernel key was compiled by exactly
+# GPU count) start together, each runs the one-call prefill (mlajit_mla_prefill, planned and with each
+# path forced) over a mixed batch with DeepSeek-V3.2's TP8 shape (16 local heads), checked against the
+# float64 reference; then we check from the logs that every kernel key was compiled by exactly
 # one rank, that the cache holds one entry per key, and that a second start compiles nothing.
 # Usage: tools/device/tp_ranks.sh [build dir] [ranks]. Run after tools/device/gpu_suite.sh built it.
 # No NCCL is used (the ranks need no communication); NCCL_NVLS_ENABLE=0 stays set regardless.
@@ -18,7 +19,7 @@ run_ranks() {  # $1: round name
   local pids=()
   for ((r = 0; r < ranks; r++)); do
     CUDA_VISIBLE_DEVICES=$((r % ngpu)) MLAJIT_CACHE_DIR="$cache" MLAJIT_LOG_LEVEL=info \
-      "$build/mlajit-check" --heads 16 --s-q 1500 --s-k 3000 >"$logs/$1.rank$r.log" 2>&1 &
+      "$build/mlajit-check" --heads 16 --batch "${MLAJIT_TP_BATCH:-300:300,1500:3000,0:64,700:6000}" >"$logs/$1.rank$r.log" 2>&1 &
     pids+=($!)
   done
   local bad=0
