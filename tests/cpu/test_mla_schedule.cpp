@@ -10,8 +10,11 @@
 #include "ops/kernel_configs.h"
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
+#include "support/expect_invalid.h"
 
 using namespace mlajit;
+using mlajit::test::has;
+using mlajit::test::invalid;
 
 namespace {
 
@@ -40,18 +43,6 @@ mlajit_mla_prefill_args good_args() {
     return a;
 }
 
-template <typename F>
-std::string invalid(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        CHECK(e.status() == MLAJIT_ERROR_INVALID_ARGUMENT);
-        return e.what();
-    }
-    FAIL("the bad argument was accepted");
-    return "";
-}
-bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 // Every query token of every request with queries is covered by exactly one step, MHA steps cover whole
 // requests and match cu_seqlens, MQA steps one request each, and each step fits the workspace.

@@ -6,8 +6,11 @@
 #include "common/error.h"
 #include "mlajit/mlajit.hpp"
 #include "ops/ops.h"
+#include "support/expect_invalid.h"
 
 using namespace mlajit;
+using mlajit::test::has;
+using mlajit::test::invalid;
 
 namespace {
 // Fake, suitably aligned device addresses: plans never dereference them.
@@ -49,19 +52,7 @@ mlajit_sparse_mqa_args good_mqa() {
     return a;
 }
 
-template <typename F>
-std::string invalid(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        CHECK(e.status() == MLAJIT_ERROR_INVALID_ARGUMENT);
-        return e.what();
-    }
-    FAIL("the bad argument was accepted");
-    return "";
-}
 
-bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 }  // namespace
 
 TEST_CASE("validation: good MHA arguments plan a launch matching the spec") {
