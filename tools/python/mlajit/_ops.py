@@ -86,11 +86,18 @@ def version():
 
 # ---- tensor descriptors ----------------------------------------------------------------------------------
 
+_DTYPE_CODES = None
+_I64x4 = ctypes.c_int64 * 4
+
+
 def _dtype_codes(torch):
-    m = {torch.bfloat16: L.BF16, torch.float32: L.FP32, torch.int32: L.INT32}
-    if hasattr(torch, "uint32"):
-        m[torch.uint32] = L.UINT32
-    return m
+    global _DTYPE_CODES
+    if _DTYPE_CODES is None:
+        m = {torch.bfloat16: L.BF16, torch.float32: L.FP32, torch.int32: L.INT32}
+        if hasattr(torch, "uint32"):
+            m[torch.uint32] = L.UINT32
+        _DTYPE_CODES = m
+    return _DTYPE_CODES
 
 
 def _device_of(*tensors):
@@ -104,75 +111,75 @@ def _device_of(*tensors):
 
 
 def _desc(t, name, dtypes, device, ndim=None, code=None):
-    """mlajit_tensor for a torch tensor; None gives an absent (NULL) descriptor."""
-    torch = _torch()
-    d = L.Tensor()
+    """mlajit_tensor for a torch tensor; None gives an absent (NULL) descriptor. Kept cheap (a few us):
+    it runs for every tensor of every call."""
     if t is None:
-        return d
+        return L.Tensor()
+    torch = _torch()
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:
         want = " or ".join(str(x) for x in dtypes)
         raise ValueError(f"{name}: expected dtype {want}, got {t.dtype}")
-    if t.device.type != "cuda":
+    if not t.is_cuda:
         raise ValueError(f"{name}: expected a CUDA tensor, got one on {t.device}: move it with .cuda()")
-    if t.device.index != device.index:
+    if t.get_device() != device.index:
         raise ValueError(f"{name}: is on {t.device} but the other tensors are on {device}: put all on one device")
-    if ndim is not None and t.dim() not in (ndim if isinstance(ndim, tuple) else (ndim,)):
-        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(t.shape)}")
-    if t.dim() > 4 or t.dim() < 1:
-        raise ValueError(f"{name}: mlajit tensors have 1 to 4 dimensions, got shape {tuple(t.shape)}")
-    if t.size(-1) > 1 and t.stride(-1) != 1:
-        raise ValueError(f"{name}: the last dimension must be contiguous (stride 1), got strides {t.stride()} "
-                         f"for shape {tuple(t.shape)}: pass {name}.contiguous()")
-    d.data = t.data_ptr() if t.numel() else None
-    d.dtype = code if code is not None else _dtype_codes(torch)[t.dtype]
-    d.ndim = t.dim()
-    for i in range(t.dim()):
-        d.shape[i] = t.size(i)
-        # Strides of size-1 dims never address memory; keep them well-formed (last one 1).
-        d.stride[i] = t.stride(i) if t.size(i) > 1 else (1 if i == t.dim() - 1 else t.stride(i))
-    return d
+    shape = t.shape
+    n = len(shape)
+    if ndim is not None and n != ndim and not (isinstance(ndim, tuple) and n in ndim):
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(shape)}")
+    if n > 4 or n < 1:
+        raise ValueError(f"{name}: mlajit tensors have 1 to 4 dimensions, got shape {tuple(shape)}")
+    stride = list(t.stride())
+    if shape[-1] > 1 and stride[-1] != 1:
+        raise ValueError(f"{name}: the last dimension must be contiguous (stride 1), got strides {tuple(stride)} "
+                         f"for shape {tuple(shape)}: pass {name}.contiguous()")
+    # Strides of size-1 dims never address memory; keep the last one well-formed (1).
+    if shape[-1] == 1:
+        stride[-1] = 1
+    return L.Tensor(t.data_ptr() if t.numel() else None,
+                    code if code is not None else _dtype_codes(torch)[t.dtype], n, _I64x4(*shape), _I64x4(*stride))
 
 
 def _seqlens(x, name, device):
-    """(device int32 tensor, host ctypes array, host list) from a tensor or a list of ints."""
+    """(mlajit_tensor of the device int32 copy, host ctypes array, host list, keep-alive) from a tensor or
+    a list of ints. For lists and CPU tensors the device copy and both descriptors are cached per device."""
     torch = _torch()
     if x is None:
         raise ValueError(f"{name} is required")
     if isinstance(x, torch.Tensor):
         if x.dim() != 1:
             raise ValueError(f"{name}: expected a 1-D tensor [batch + 1], got shape {tuple(x.shape)}")
-        if x.device.type == "cuda":
+        if x.is_cuda:
             if x.dtype != torch.int32:
                 raise ValueError(f"{name}: expected dtype torch.int32, got {x.dtype}")
-            if x.device.index != device.index:
+            if x.get_device() != device.index:
                 raise ValueError(f"{name}: is on {x.device}, the other tensors on {device}")
             host = [int(v) for v in x.cpu().tolist()]  # synchronizes; pass a list to avoid it
             dev = x if x.stride(0) == 1 else x.contiguous()
-        else:
-            host = [int(v) for v in x.tolist()]
-            dev = None
+            arr = (ctypes.c_int32 * len(host))(*host)
+            return _desc(dev, name, (torch.int32,), device, 1), arr, host, dev
+        host = tuple(int(v) for v in x.tolist())
     else:
         try:
-            host = [int(v) for v in x]
+            host = tuple(int(v) for v in x)
         except TypeError:
             raise TypeError(f"{name}: expected a tensor or a sequence of ints, got {type(x).__name__}") from None
-        dev = None
-    if dev is None:
-        key = (device.index, tuple(host))
-        with _state_lock:
-            dev = _seqlen_cache.get(key)
-            if dev is not None:
-                _seqlen_cache.move_to_end(key)
-        if dev is None:
-            dev = torch.tensor(host, dtype=torch.int32, device=device)
-            with _state_lock:
-                _seqlen_cache[key] = dev
-                while len(_seqlen_cache) > _SEQLEN_CACHE_MAX:
-                    _seqlen_cache.popitem(last=False)
+    key = (device.index, host)
+    with _state_lock:
+        hit = _seqlen_cache.get(key)
+        if hit is not None:
+            _seqlen_cache.move_to_end(key)
+            return hit
+    dev = torch.tensor(host, dtype=torch.int32, device=device)
     arr = (ctypes.c_int32 * len(host))(*host)
-    return dev, arr, host
+    hit = (_desc(dev, name, (torch.int32,), device, 1), arr, list(host), dev)
+    with _state_lock:
+        _seqlen_cache[key] = hit
+        while len(_seqlen_cache) > _SEQLEN_CACHE_MAX:
+            _seqlen_cache.popitem(last=False)
+    return hit
 
 
 def _check_out(t, name, shape, dtype, device):
@@ -239,11 +246,11 @@ def sparse_mqa_prefill(q, kv, indices, sm_scale, *, cu_seqlens_q=None, cu_seqlen
     if (cu_seqlens_q is None) != (cu_seqlens_kv is None):
         raise ValueError("pass both cu_seqlens_q and cu_seqlens_kv (batched form) or neither (one sequence)")
     if cu_seqlens_q is not None:
-        dq, hq, _ = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
-        dk, hk, _ = _seqlens(cu_seqlens_kv, "cu_seqlens_kv", device)
-        keep += [dq, dk, hq, hk]
-        a.cu_seqlens_q = _desc(dq, "cu_seqlens_q", (torch.int32,), device, 1)
-        a.cu_seqlens_kv = _desc(dk, "cu_seqlens_kv", (torch.int32,), device, 1)
+        dq, hq, _, _keep_dq = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
+        dk, hk, _, _keep_dk = _seqlens(cu_seqlens_kv, "cu_seqlens_kv", device)
+        keep += [_keep_dq, _keep_dk, hq, hk]
+        a.cu_seqlens_q = dq
+        a.cu_seqlens_kv = dk
         a.cu_seqlens_q_host = _int32p(hq)
         a.cu_seqlens_kv_host = _int32p(hk)
     a.sm_scale = float(sm_scale)
@@ -292,10 +299,10 @@ def mha_prefill(q, k_nope, k_pe, v, cu_seqlens_q, cu_seqlens_k, sm_scale, *, mas
         _check_out(lse, "lse", (T_q, h), torch.float32, device)
     a.out = _desc(out, "out", (torch.bfloat16,), device, 3)
     a.lse = _desc(lse, "lse", (torch.float32,), device, 2)
-    dq, hq, _ = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
-    dk, hk, _ = _seqlens(cu_seqlens_k, "cu_seqlens_k", device)
-    a.cu_seqlens_q = _desc(dq, "cu_seqlens_q", (torch.int32,), device, 1)
-    a.cu_seqlens_k = _desc(dk, "cu_seqlens_k", (torch.int32,), device, 1)
+    dq, hq, _, _keep_dq = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
+    dk, hk, _, _keep_dk = _seqlens(cu_seqlens_k, "cu_seqlens_k", device)
+    a.cu_seqlens_q = dq
+    a.cu_seqlens_k = dk
     a.cu_seqlens_q_host = _int32p(hq)
     a.cu_seqlens_k_host = _int32p(hk)
     mask_types = tuple(t for t in (torch.int32, getattr(torch, "uint32", None)) if t is not None)
@@ -326,16 +333,16 @@ def topk_mask_build(indices, cu_seqlens_q, cu_seqlens_k, *, out=None):
     device = _device_of(indices)
     a = L.TopkMaskArgs()
     a.indices = _desc(indices, "indices", (torch.int32,), device, 2)
-    dq, hq, _ = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
-    dk, hk, host_k = _seqlens(cu_seqlens_k, "cu_seqlens_k", device)
+    dq, hq, _, _keep_dq = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
+    dk, hk, host_k, _keep_dk = _seqlens(cu_seqlens_k, "cu_seqlens_k", device)
     max_k = max((host_k[i + 1] - host_k[i] for i in range(len(host_k) - 1)), default=0)
     words = topk_mask_words(max_k)
     if out is None:
         out = torch.empty((indices.size(0), words), dtype=torch.int32, device=device)
     mask_types = tuple(t for t in (torch.int32, getattr(torch, "uint32", None)) if t is not None)
     a.mask = _desc(out, "out", mask_types, device, 2, code=L.UINT32)
-    a.cu_seqlens_q = _desc(dq, "cu_seqlens_q", (torch.int32,), device, 1)
-    a.cu_seqlens_k = _desc(dk, "cu_seqlens_k", (torch.int32,), device, 1)
+    a.cu_seqlens_q = dq
+    a.cu_seqlens_k = dk
     a.cu_seqlens_q_host = _int32p(hq)
     a.cu_seqlens_k_host = _int32p(hk)
     _check(L.lib().mlajit_topk_mask_build(_handle(device), ctypes.byref(a), _stream(device)),
@@ -430,10 +437,10 @@ def mla_prefill(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seql
     a.k_pe = _desc(k_pe, "k_pe", bf, device, 2)
     a.w_kv_b = _desc(w_kv_b, "w_kv_b", bf, device, 2)
     a.indices = _desc(indices, "indices", (torch.int32,), device, 2)
-    dq, hq, host_q = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
-    dk, hk, _ = _seqlens(cu_seqlens_k, "cu_seqlens_k", device)
-    a.cu_seqlens_q = _desc(dq, "cu_seqlens_q", (torch.int32,), device, 1)
-    a.cu_seqlens_k = _desc(dk, "cu_seqlens_k", (torch.int32,), device, 1)
+    dq, hq, host_q, _keep_dq = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)
+    dk, hk, _, _keep_dk = _seqlens(cu_seqlens_k, "cu_seqlens_k", device)
+    a.cu_seqlens_q = dq
+    a.cu_seqlens_k = dk
     a.cu_seqlens_q_host = _int32p(hq)
     a.cu_seqlens_k_host = _int32p(hk)
     T_q, h = q_nope.size(0), q_nope.size(1)
