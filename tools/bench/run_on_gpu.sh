@@ -4,7 +4,7 @@
 # published figure, the matmul and copy ceilings, heatmaps, planner vs oracle, mixed batch), then the C++
 # bench. Everything lands in $OUT (or docs/bench/<date>_<gpu>/ when $OUT is unset); a short table last.
 #
-#   bash tools/bench/run_on_gpu.sh                 # full run (~7-8 minutes on an H200, build included)
+#   bash tools/bench/run_on_gpu.sh                 # full run (under 4 minutes on an H200, build included)
 #   BENCH_BUDGET_S=120 BENCH_ARGS="--seqs 1024,4096 --heads 128,16" bash tools/bench/run_on_gpu.sh  # quick
 #   SKIP_TESTS=1 / SKIP_CPP=1 / SKIP_PY=1          # leave a part out
 set -uo pipefail
