@@ -6,3 +6,5 @@ cd "$(dirname "$0")/.."
 bash tools/build.sh
 build="${MLAJIT_BUILD_DIR:-build}"
 ctest --test-dir "$build" --output-on-failure
+# The Python binding's tests (plain unittest; its GPU cases skip themselves without torch and a GPU).
+python3 -m unittest discover tools/python/tests

@@ -1,6 +1,7 @@
 // Host side of the one-call prefill: argument checks, the per-request paths, and the launch schedule.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -172,16 +173,15 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
 
 namespace {
 
-// Planner options per (GPU, heads, topk), built once: they read the calibration table from disk.
-const PlannerOptions& cached_planner_options(const std::string& gpu_name, int heads, int topk) {
+// One planner per (GPU, heads, topk), built on first use: building reads the calibration table from disk
+// and indexes it, which is host time a prefill call should not pay. Planners are immutable once built.
+const Planner& cached_planner(const std::string& gpu_name, int heads, int topk) {
     static std::mutex mu;
-    static std::map<std::tuple<std::string, int, int>, PlannerOptions> cache;
+    static std::map<std::tuple<std::string, int, int>, std::unique_ptr<Planner>> cache;
     std::lock_guard lock(mu);
-    auto key = std::make_tuple(gpu_name, heads, topk);
-    auto it = cache.find(key);
-    if (it == cache.end())
-        it = cache.emplace(key, planner_options(config(), heads, topk, default_cache_root_from(config()), gpu_name)).first;
-    return it->second;
+    auto& p = cache[std::make_tuple(gpu_name, heads, topk)];
+    if (!p) p = std::make_unique<Planner>(planner_options(config(), heads, topk, default_cache_root_from(config()), gpu_name));
+    return *p;
 }
 
 }  // namespace
@@ -207,7 +207,7 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
         for (size_t i : index) paths[i] = Path(force_path);
         return paths;
     }
-    const Plan plan = Planner(cached_planner_options(gpu_name, int(s.heads), int(s.topk))).plan(reqs);
+    const Plan plan = cached_planner(gpu_name, int(s.heads), int(s.topk)).plan(reqs);
     for (size_t i = 0; i < reqs.size(); ++i) paths[index[i]] = plan.requests[i].path;
     return paths;
 }

@@ -38,6 +38,9 @@ public:
     explicit DeviceBuffer(size_t n, unsigned char poison = 0xFF) : n_(n) {
         MLAJIT_CU(cuMemAlloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)), "allocating a test buffer");
         MLAJIT_CU(cuMemsetD8(ptr_, poison, std::max<size_t>(n, 1) * sizeof(T)), "poisoning a test buffer");
+        // cuMemsetD8 runs on the legacy stream, which the tests' non-blocking stream does not wait for: the
+        // poison must have landed before a kernel under test writes.
+        MLAJIT_CU(cuCtxSynchronize(), "waiting for the poison");
     }
     explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
     ~DeviceBuffer() {
@@ -61,6 +64,7 @@ public:
     }
     void poison(unsigned char byte = 0xFF) {
         MLAJIT_CU(cuMemsetD8(ptr_, byte, std::max<size_t>(n_, 1) * sizeof(T)), "poisoning a test buffer");
+        MLAJIT_CU(cuCtxSynchronize(), "waiting for the poison");
     }
     T* get() const { return reinterpret_cast<T*>(ptr_); }
     size_t size() const { return n_; }

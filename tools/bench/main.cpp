@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_support.h"
+#include "device_timing.h"
 #include "cuda/driver_api.h"
 #include "mlajit/mlajit.h"
 #include "mlajit/mlajit.hpp"

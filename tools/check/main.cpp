@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "cuda/driver_api.h"
+#include "device_timing.h"
 #include "mlajit/mlajit.h"
 #include "mlajit/mlajit.hpp"
 #include "reference/reference.h"
@@ -18,23 +19,7 @@ using mlajit::driver;
 
 namespace {
 
-struct Dev {
-    CUdeviceptr p = 0;
-    explicit Dev(size_t bytes) { MLAJIT_CU(cuMemAlloc(&p, std::max<size_t>(bytes, 16)), "allocating"); }
-    template <typename T>
-    explicit Dev(const std::vector<T>& h) : Dev(h.size() * sizeof(T)) {
-        MLAJIT_CU(cuMemcpyHtoD(p, h.data(), h.size() * sizeof(T)), "uploading");
-    }
-    ~Dev() { driver().cuMemFree(p); }
-    void* get() const { return reinterpret_cast<void*>(p); }
-    template <typename T>
-    std::vector<T> download(size_t n) const {
-        std::vector<T> h(n);
-        MLAJIT_CU(cuCtxSynchronize(), "waiting for the kernels");
-        MLAJIT_CU(cuMemcpyDtoH(h.data(), p, n * sizeof(T)), "downloading");
-        return h;
-    }
-};
+using Dev = mlajit::tools::DeviceBuffer;
 
 mlajit_tensor tensor(void* d, mlajit_dtype dt, std::initializer_list<int64_t> shape) {
     return mlajit::contiguous_tensor(d, dt, shape);
@@ -44,26 +29,10 @@ void ok(mlajit_status s, const char* what) {
     if (s != MLAJIT_OK) throw std::runtime_error(fmt::format("{}: {}: {}", what, mlajit_status_name(s), mlajit_last_error()));
 }
 
+// Median of 10 timed calls after one untimed call (which loads or compiles the kernels).
 template <typename F>
-double time_ms(CUstream st, F&& f, int reps = 10) {
-    CUevent a, b;
-    MLAJIT_CU(cuEventCreate(&a, 0), "event");
-    MLAJIT_CU(cuEventCreate(&b, 0), "event");
-    f();  // warm: compile/load happen here, not in the timing
-    std::vector<float> t;
-    for (int i = 0; i < reps; ++i) {
-        MLAJIT_CU(cuEventRecord(a, st), "event");
-        f();
-        MLAJIT_CU(cuEventRecord(b, st), "event");
-        MLAJIT_CU(cuEventSynchronize(b), "event");
-        float ms = 0;
-        MLAJIT_CU(cuEventElapsedTime(&ms, a, b), "event");
-        t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    driver().cuEventDestroy(a);
-    driver().cuEventDestroy(b);
-    return t[t.size() / 2];
+double time_ms(CUstream st, F&& f) {
+    return mlajit::tools::median_ms(st, [&](int) { f(); }, 10, 1);
 }
 
 }  // namespace
@@ -252,7 +221,7 @@ int main(int argc, char** argv) {
                 a.workspace_bytes = bytes;
                 std::vector<mlajit_path> taken(size_t(B), MLAJIT_PATH_DENSE_MHA);
                 a.paths_out = taken.data();
-                MLAJIT_CU(cuMemsetD8(reinterpret_cast<CUdeviceptr>(dout.get()), 0xFF, s_q * heads * 128 * 2), "poisoning out");
+                dout.poison();
                 ok(mlajit_mla_prefill(h, &a, st), "mla_prefill");
                 auto out = dout.download<uint16_t>(s_q * heads * 128);
                 auto rep = R::check_out("out", R::View(out.data(), heads * 128, 128), want);

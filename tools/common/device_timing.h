@@ -1,5 +1,5 @@
 // Device buffers and event timing through the driver table, for the tools that drive the C API
-// (mlajit-bench; meant to be the one copy for mlajit-check too). Header-only.
+// (mlajit-bench, mlajit-check). Header-only.
 #pragma once
 #include <algorithm>
 #include <cstdint>
