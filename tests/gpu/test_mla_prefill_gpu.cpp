@@ -34,6 +34,11 @@ void expect_ok(const R::CheckReport& r) { CHECK_MESSAGE(r.ok(), r.summary()); }
 // logit error; measured on the H200: 0.0041 at most. A wrong scale, a missed request or a row shifted by
 // a token moves lse by O(1).
 constexpr double kOneCallLseAtol = 1.5e-2;
+// out of the one call: the same extra rounding (K/V or the absorbed q and the latent, to bf16) comes on top
+// of the kernel's own, so elements near zero (cancellation, bounded by the rms floor) get twice the floor,
+// as two roundings' errors add. Seen on the H200: 1 element of 108,544 at 1.17x the single floor (masked
+// path, 16 heads, topk 256), rel L2 2.4e-3 (the aggregate bound 1e-2 stays).
+constexpr double kOneCallOutAtolScale = 2.0;
 
 void run_mla_case(Gpu* G, const MlaCase& c) {
     R::Rng rng;
@@ -144,7 +149,7 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
         int64_t unwritten = 0;
         for (uint16_t v : out) unwritten += v == 0xFFFF;
         CHECK_MESSAGE(unwritten == 0, unwritten << " output elements never written");
-        expect_ok(R::check_out("out", R::View(out.data(), h * 128, 128), want));
+        expect_ok(R::check_out("out", R::View(out.data(), h * 128, 128), want, kOneCallOutAtolScale));
         expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want, kOneCallLseAtol));
     }
     // lse is optional.
@@ -159,7 +164,7 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     dout.poison();
     MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
     auto out = dout.download();
-    expect_ok(R::check_out("out (no lse)", R::View(out.data(), h * 128, 128), want));
+    expect_ok(R::check_out("out (no lse)", R::View(out.data(), h * 128, 128), want, kOneCallOutAtolScale));
 }
 
 }  // namespace

@@ -187,6 +187,8 @@ std::vector<double> gather_rows(View got, std::span<const int64_t> rows, int64_t
 
 // Compare a device result (copied to the host) with a reference, using the constants above.
 CheckReport check_out(std::string_view name, View got, const AttnResult& want);
+// The same with out_tolerance()'s absolute floor scaled by atol_scale (for results with more roundings).
+CheckReport check_out(std::string_view name, View got, const AttnResult& want, double atol_scale);
 CheckReport check_lse(std::string_view name, View got, const AttnResult& want,
                       double atol = kLseAtol);  // View [tok, head]
 CheckReport check_max_logits(std::string_view name, View got, const AttnResult& want);  // View [tok, head]
