@@ -41,6 +41,17 @@ inline mlajit_tensor contiguous_tensor(void* data, mlajit_dtype dtype, std::init
     return t;
 }
 
+// Descriptor of a strided view (strides in elements, the last one 1): e.g. q_nope as the first 128 columns
+// of a packed [T, h, 192] tensor is strided_tensor(q, MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1}).
+inline mlajit_tensor strided_tensor(const void* data, mlajit_dtype dtype, std::initializer_list<int64_t> shape,
+                                    std::initializer_list<int64_t> stride) {
+    if (stride.size() != shape.size()) throw std::invalid_argument("strided_tensor: one stride per dimension");
+    mlajit_tensor t = contiguous_tensor(const_cast<void*>(data), dtype, shape);
+    int i = 0;
+    for (int64_t s : stride) t.stride[i++] = s;
+    return t;
+}
+
 // Owns an mlajit_handle. device < 0: the caller's current CUDA context; else that device's primary one.
 class Runtime {
 public:

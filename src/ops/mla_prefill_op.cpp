@@ -3,6 +3,7 @@
 // offsets of step_layout(); MHA steps see them through "virtual bases" (buffer - first token * row), so
 // the attention kernels index the sub-batch by the caller's absolute cu_seqlens entries.
 #include "common/error.h"
+#include "mlajit/mlajit.hpp"
 #include "cuda/driver_api.h"
 #include "ops/gemm.h"
 #include "ops/kernel_configs.h"
@@ -12,19 +13,6 @@
 namespace mlajit {
 
 namespace {
-
-mlajit_tensor make_tensor(const void* data, mlajit_dtype dt, std::initializer_list<int64_t> shape,
-                          std::initializer_list<int64_t> stride) {
-    mlajit_tensor t{};
-    t.data = const_cast<void*>(data);
-    t.dtype = dt;
-    t.ndim = int(shape.size());
-    int i = 0;
-    for (int64_t v : shape) t.shape[i++] = v;
-    i = 0;
-    for (int64_t v : stride) t.stride[i++] = v;
-    return t;
-}
 
 // `elems` elements of `bytes_per` bytes before/after p (device addresses: plain integer arithmetic).
 const void* offset(const void* p, int64_t elems, int64_t bytes_per) {
@@ -85,32 +73,32 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
     mlajit_mha_args m{};
     if (s.q_packed) {
-        m.q = make_tensor(a.q_nope.data, MLAJIT_BF16, {tq_end, H, kDimQkMha}, {a.q_nope.stride[0], a.q_nope.stride[1], 1});
+        m.q = strided_tensor(a.q_nope.data, MLAJIT_BF16, {tq_end, H, kDimQkMha}, {a.q_nope.stride[0], a.q_nope.stride[1], 1});
     } else {
         void* qp = offset(ws, int64_t(l.q_pack), 1);
         const int64_t tq = st.t1 - st.t0;
         copy_heads(qp, kDimQkMha, 0, a.q_nope, st.t0, tq, H, kDimNope, stream, "packing q_nope for MHA");
         copy_heads(qp, kDimQkMha, kDimNope, a.q_pe, st.t0, tq, H, kDimRope, stream, "packing q_pe for MHA");
-        m.q = make_tensor(offset(qp, -st.t0 * H * kDimQkMha, 2), MLAJIT_BF16, {tq_end, H, kDimQkMha},
+        m.q = strided_tensor(offset(qp, -st.t0 * H * kDimQkMha, 2), MLAJIT_BF16, {tq_end, H, kDimQkMha},
                           {H * kDimQkMha, kDimQkMha, 1});
     }
-    m.k_nope = make_tensor(kv_base, MLAJIT_BF16, {tk_end, H, kDimNope}, {kv_row, kDimNope + kDimV, 1});
-    m.v = make_tensor(offset(kv_base, kDimNope, 2), MLAJIT_BF16, {tk_end, H, kDimV}, {kv_row, kDimNope + kDimV, 1});
-    m.k_pe = make_tensor(a.k_pe.data, MLAJIT_BF16, {tk_end, kDimRope}, {a.k_pe.stride[0], 1});
-    m.out = make_tensor(a.out.data, MLAJIT_BF16, {tq_end, H, kDimV}, {a.out.stride[0], a.out.stride[1], 1});
-    if (s.has_lse) m.lse = make_tensor(a.lse.data, MLAJIT_FP32, {tq_end, H}, {a.lse.stride[0], 1});
-    else m.lse = make_tensor(offset(ws, int64_t(l.lse) - st.t0 * H * 4, 1), MLAJIT_FP32, {tq_end, H}, {H, 1});
+    m.k_nope = strided_tensor(kv_base, MLAJIT_BF16, {tk_end, H, kDimNope}, {kv_row, kDimNope + kDimV, 1});
+    m.v = strided_tensor(offset(kv_base, kDimNope, 2), MLAJIT_BF16, {tk_end, H, kDimV}, {kv_row, kDimNope + kDimV, 1});
+    m.k_pe = strided_tensor(a.k_pe.data, MLAJIT_BF16, {tk_end, kDimRope}, {a.k_pe.stride[0], 1});
+    m.out = strided_tensor(a.out.data, MLAJIT_BF16, {tq_end, H, kDimV}, {a.out.stride[0], a.out.stride[1], 1});
+    if (s.has_lse) m.lse = strided_tensor(a.lse.data, MLAJIT_FP32, {tq_end, H}, {a.lse.stride[0], 1});
+    else m.lse = strided_tensor(offset(ws, int64_t(l.lse) - st.t0 * H * 4, 1), MLAJIT_FP32, {tq_end, H}, {H, 1});
     const int64_t n = st.r1 - st.r0 + 1;
-    m.cu_seqlens_q = make_tensor(offset(a.cu_seqlens_q.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
-    m.cu_seqlens_k = make_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
+    m.cu_seqlens_q = strided_tensor(offset(a.cu_seqlens_q.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
+    m.cu_seqlens_k = strided_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
     m.cu_seqlens_q_host = a.cu_seqlens_q_host + st.r0;
     m.cu_seqlens_k_host = a.cu_seqlens_k_host + st.r0;
     m.sm_scale = a.sm_scale;
     if (st.path == Path::masked_mha) {
         const int64_t words = topk_mask_words(st.max_s_k);
-        m.mask = make_tensor(offset(ws, int64_t(l.mask) - st.t0 * words * 4, 1), MLAJIT_UINT32, {tq_end, words}, {words, 1});
+        m.mask = strided_tensor(offset(ws, int64_t(l.mask) - st.t0 * words * 4, 1), MLAJIT_UINT32, {tq_end, words}, {words, 1});
         mlajit_topk_mask_args k{};
-        k.indices = make_tensor(a.indices.data, MLAJIT_INT32, {tq_end, s.topk}, {a.indices.stride[0], 1});
+        k.indices = strided_tensor(a.indices.data, MLAJIT_INT32, {tq_end, s.topk}, {a.indices.stride[0], 1});
         k.cu_seqlens_q = m.cu_seqlens_q;
         k.cu_seqlens_k = m.cu_seqlens_k;
         k.cu_seqlens_q_host = m.cu_seqlens_q_host;
@@ -129,7 +117,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     // The request's latent rows [kv_c ; k_pe], packed once per request when the caller's are split.
     mlajit_tensor kv;
     if (s.kv_packed) {
-        kv = make_tensor(offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), MLAJIT_BF16, {sk, kDimQkMqa}, {a.kv_c.stride[0], 1});
+        kv = strided_tensor(offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), MLAJIT_BF16, {sk, kDimQkMqa}, {a.kv_c.stride[0], 1});
     } else {
         void* kp = offset(ws, int64_t(l.kv_pack), 1);
         if (st.first_chunk) {
@@ -138,7 +126,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
             copy_rows(offset(kp, kDimLatent, 2), kDimQkMqa * 2, offset(a.k_pe.data, st.k0 * a.k_pe.stride[0], 2),
                       size_t(a.k_pe.stride[0]) * 2, kDimRope * 2, size_t(sk), stream, "packing k_pe for sparse MQA");
         }
-        kv = make_tensor(kp, MLAJIT_BF16, {sk, kDimQkMqa}, {kDimQkMqa, 1});
+        kv = strided_tensor(kp, MLAJIT_BF16, {sk, kDimQkMqa}, {kDimQkMqa, 1});
     }
     // Query absorption per head: [c, 128] . W_UK_h [128, 512] -> columns 0..511 of q [c, h, 576].
     void* q = offset(ws, int64_t(l.q_mqa), 1);
@@ -157,13 +145,13 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
     void* latent = offset(ws, int64_t(l.latent), 1);
     mlajit_sparse_mqa_args m{};
-    m.q = make_tensor(q, MLAJIT_BF16, {c, H, kDimQkMqa}, {H * kDimQkMqa, kDimQkMqa, 1});
+    m.q = strided_tensor(q, MLAJIT_BF16, {c, H, kDimQkMqa}, {H * kDimQkMqa, kDimQkMqa, 1});
     m.kv = kv;
-    m.indices = make_tensor(offset(a.indices.data, st.t0 * a.indices.stride[0], 4), MLAJIT_INT32, {c, s.topk},
+    m.indices = strided_tensor(offset(a.indices.data, st.t0 * a.indices.stride[0], 4), MLAJIT_INT32, {c, s.topk},
                             {a.indices.stride[0], 1});
-    m.out = make_tensor(latent, MLAJIT_BF16, {c, H, kDimLatent}, {H * kDimLatent, kDimLatent, 1});
-    if (s.has_lse) m.lse = make_tensor(offset(a.lse.data, st.t0 * a.lse.stride[0], 4), MLAJIT_FP32, {c, H}, {a.lse.stride[0], 1});
-    else m.lse = make_tensor(offset(ws, int64_t(l.lse), 1), MLAJIT_FP32, {c, H}, {H, 1});
+    m.out = strided_tensor(latent, MLAJIT_BF16, {c, H, kDimLatent}, {H * kDimLatent, kDimLatent, 1});
+    if (s.has_lse) m.lse = strided_tensor(offset(a.lse.data, st.t0 * a.lse.stride[0], 4), MLAJIT_FP32, {c, H}, {a.lse.stride[0], 1});
+    else m.lse = strided_tensor(offset(ws, int64_t(l.lse), 1), MLAJIT_FP32, {c, H}, {H, 1});
     m.sm_scale = a.sm_scale;
     sparse_mqa_prefill(h, m, stream);
 

@@ -129,18 +129,11 @@ TEST_CASE("mla_prefill: packed q and latent layouts are recognised") {
     CHECK_FALSE(check_mla_args(a, true).q_packed);
     // q_nope / q_pe as views of one [T, h, 192] tensor, kv_c / k_pe of one [T_k, 576] tensor.
     char* q = static_cast<char*>(fake(20));
-    a.q_nope = t(q, MLAJIT_BF16, {1300, kHeads, 128});
-    a.q_nope.stride[0] = kHeads * 192;
-    a.q_nope.stride[1] = 192;
-    a.q_pe = a.q_nope;
-    a.q_pe.data = q + 256;
-    a.q_pe.shape[2] = 64;
+    a.q_nope = strided_tensor(q, MLAJIT_BF16, {1300, kHeads, 128}, {kHeads * 192, 192, 1});
+    a.q_pe = strided_tensor(q + 256, MLAJIT_BF16, {1300, kHeads, 64}, {kHeads * 192, 192, 1});
     char* kv = static_cast<char*>(fake(40));
-    a.kv_c = t(kv, MLAJIT_BF16, {9900, 512});
-    a.kv_c.stride[0] = 576;
-    a.k_pe = a.kv_c;
-    a.k_pe.data = kv + 1024;
-    a.k_pe.shape[1] = 64;
+    a.kv_c = strided_tensor(kv, MLAJIT_BF16, {9900, 512}, {576, 1});
+    a.k_pe = strided_tensor(kv + 1024, MLAJIT_BF16, {9900, 64}, {576, 1});
     MlaShapes s = check_mla_args(a, true);
     CHECK(s.q_packed);
     CHECK(s.kv_packed);
@@ -238,40 +231,4 @@ TEST_CASE("mla_prefill: paths follow the rules and the forced path") {
     const int32_t short_k[] = {0, 150, 800, 900, 2000};
     auto dense = plan_mla_paths("", s, kCuQ, short_k, MLAJIT_PATH_DENSE_MHA);
     CHECK(dense[3] == Path::dense_mha);
-}
-
-TEST_CASE("validation: MHA and the mask accept a sub-batch (cu_seqlens[0] > 0), sparse MQA does not") {
-    const int32_t cu_q[] = {100, 300};
-    const int32_t cu_k[] = {150, 800};
-    mlajit_mha_args a{};
-    a.q = t(fake(1), MLAJIT_BF16, {300, 16, 192});
-    a.k_nope = t(fake(2), MLAJIT_BF16, {800, 16, 128});
-    a.k_pe = t(fake(3), MLAJIT_BF16, {800, 64});
-    a.v = t(fake(4), MLAJIT_BF16, {800, 16, 128});
-    a.out = t(fake(5), MLAJIT_BF16, {300, 16, 128});
-    a.lse = t(fake(6), MLAJIT_FP32, {300, 16});
-    a.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {2});
-    a.cu_seqlens_k = t(fake(8), MLAJIT_INT32, {2});
-    a.cu_seqlens_q_host = cu_q;
-    a.cu_seqlens_k_host = cu_k;
-    a.sm_scale = 0.07f;
-    auto plan = plan_mha(Arch::parse("sm_90a"), a);
-    CHECK(plan.params.max_seqlen_q == 200);
-    CHECK(plan.params.max_seqlen_k == 650);
-    const int32_t negative[] = {-1, 300};
-    a.cu_seqlens_q_host = negative;
-    CHECK(has(invalid([&] { plan_mha(Arch::parse("sm_90a"), a); }), ">= 0"));
-
-    mlajit_sparse_mqa_args m{};
-    m.q = t(fake(1), MLAJIT_BF16, {300, 16, 576});
-    m.kv = t(fake(2), MLAJIT_BF16, {800, 576});
-    m.indices = t(fake(3), MLAJIT_INT32, {300, 2048});
-    m.out = t(fake(4), MLAJIT_BF16, {300, 16, 512});
-    m.lse = t(fake(5), MLAJIT_FP32, {300, 16});
-    m.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {2});
-    m.cu_seqlens_kv = t(fake(8), MLAJIT_INT32, {2});
-    m.cu_seqlens_q_host = cu_q;
-    m.cu_seqlens_kv_host = cu_k;
-    m.sm_scale = 0.07f;
-    CHECK(has(invalid([&] { plan_sparse_mqa(Arch::parse("sm_90a"), m); }), "must be 0"));
 }

@@ -191,3 +191,27 @@ TEST_CASE("validation: top-k mask") {
     CHECK(mlajit_topk_mask_words(64) == 2);
     CHECK(mlajit_topk_mask_bytes(300, 650) == 300u * 21u * 4u);
 }
+
+TEST_CASE("validation: MHA and the mask accept a sub-batch (cu_seqlens[0] > 0), sparse MQA does not") {
+    // The last request of kCuQ / kCuK on its own: tensors still indexed from token 0.
+    const int32_t cu_q[] = {100, 300};
+    const int32_t cu_k[] = {150, 800};
+    auto a = good_mha();
+    a.cu_seqlens_q.shape[0] = a.cu_seqlens_k.shape[0] = 2;
+    a.cu_seqlens_q_host = cu_q;
+    a.cu_seqlens_k_host = cu_k;
+    auto plan = plan_mha(kArch, a);
+    CHECK(plan.params.max_seqlen_q == 200);
+    CHECK(plan.params.max_seqlen_k == 650);
+    CHECK(plan.params.batch == 1);
+    const int32_t negative[] = {-1, 300};
+    a.cu_seqlens_q_host = negative;
+    CHECK(has(invalid([&] { plan_mha(kArch, a); }), ">= 0"));
+
+    auto m = good_mqa();
+    m.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {2});
+    m.cu_seqlens_kv = t(fake(8), MLAJIT_INT32, {2});
+    m.cu_seqlens_q_host = cu_q;
+    m.cu_seqlens_kv_host = cu_k;
+    CHECK(has(invalid([&] { plan_sparse_mqa(kArch, m); }), "must be 0"));
+}

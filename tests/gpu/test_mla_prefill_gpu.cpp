@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "gpu/gpu_fixture.h"
+#include "mlajit/mlajit.hpp"
 #include "reference/reference.h"
 
 using namespace mlajit;
@@ -88,17 +89,10 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     DeviceBuffer<float> dlse(T * h);
     mlajit_mla_prefill_args a{};
     if (c.packed) {
-        a.q_nope = tensor(dq.get(), MLAJIT_BF16, {T, h, 128});
-        a.q_nope.stride[0] = h * 192;
-        a.q_nope.stride[1] = 192;
-        a.q_pe = a.q_nope;
-        a.q_pe.data = dq.get() + 128;
-        a.q_pe.shape[2] = 64;
-        a.kv_c = tensor(dkv.get(), MLAJIT_BF16, {Tk, 512});
-        a.kv_c.stride[0] = 576;
-        a.k_pe = a.kv_c;
-        a.k_pe.data = dkv.get() + 512;
-        a.k_pe.shape[1] = 64;
+        a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
+        a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
+        a.kv_c = strided_tensor(dkv.get(), MLAJIT_BF16, {Tk, 512}, {576, 1});
+        a.k_pe = strided_tensor(dkv.get() + 512, MLAJIT_BF16, {Tk, 64}, {576, 1});
     } else {
         a.q_nope = tensor(dq.get(), MLAJIT_BF16, {T, h, 128});
         a.q_pe = tensor(dqpe.get(), MLAJIT_BF16, {T, h, 64});

@@ -268,13 +268,7 @@ int main(int argc, char** argv) {
             fmt::print(stderr, "mlajit-bench: no GPU/driver on this machine\n");
             return 2;
         }
-        CUdevice dev;
-        CUcontext ctx;
-        MLAJIT_CU(cuDeviceGet(&dev, 0), "opening GPU 0");
-        MLAJIT_CU(cuDevicePrimaryCtxRetain(&ctx, dev), "retaining the primary context");
-        MLAJIT_CU(cuCtxSetCurrent(ctx), "making it current");
-        char name[256] = {};
-        driver().cuDeviceGetName(name, sizeof name, dev);
+        const std::string name = mlajit::tools::open_gpu0().name;
         mlajit::Runtime rt(-1);
         CUstream st = nullptr;
         MLAJIT_CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), "creating a stream");

@@ -71,13 +71,7 @@ int main(int argc, char** argv) {
         s_k = cu_k.back();
         bool all_short = true;
         for (int64_t r = 0; r < B; ++r) all_short = all_short && cu_k[size_t(r) + 1] - cu_k[size_t(r)] <= topk;
-        CUdevice dev;
-        CUcontext ctx;
-        MLAJIT_CU(cuDeviceGet(&dev, 0), "opening GPU 0");
-        MLAJIT_CU(cuDevicePrimaryCtxRetain(&ctx, dev), "retaining the primary context");
-        MLAJIT_CU(cuCtxSetCurrent(ctx), "making it current");
-        char name[256] = {};
-        driver().cuDeviceGetName(name, sizeof name, dev);
+        const std::string name = mlajit::tools::open_gpu0().name;
         mlajit_handle h = nullptr;
         ok(mlajit_create(-1, &h), "mlajit_create");
         CUstream st = nullptr;
@@ -176,17 +170,11 @@ int main(int argc, char** argv) {
             auto q = rng.normal_bf16(s_q * heads * 192, 1.0), kv = rng.normal_bf16(s_k * 576, 1.0),
                  w = rng.normal_bf16(heads * 256 * 512, 1.0 / std::sqrt(512.0));
             Dev dq(q), dkv(kv), dw(w), dout(s_q * heads * 128 * 2), dlse(s_q * heads * 4);
-            auto view = [](void* d, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> stride) {
-                mlajit_tensor t = tensor(d, MLAJIT_BF16, shape);
-                int i = 0;
-                for (int64_t x : stride) t.stride[i++] = x;
-                return t;
-            };
             mlajit_mla_prefill_args a{};
-            a.q_nope = view(dq.get(), {s_q, heads, 128}, {heads * 192, 192, 1});
-            a.q_pe = view(static_cast<char*>(dq.get()) + 256, {s_q, heads, 64}, {heads * 192, 192, 1});
-            a.kv_c = view(dkv.get(), {s_k, 512}, {576, 1});
-            a.k_pe = view(static_cast<char*>(dkv.get()) + 1024, {s_k, 64}, {576, 1});
+            a.q_nope = mlajit::strided_tensor(dq.get(), MLAJIT_BF16, {s_q, heads, 128}, {heads * 192, 192, 1});
+            a.q_pe = mlajit::strided_tensor(static_cast<char*>(dq.get()) + 256, MLAJIT_BF16, {s_q, heads, 64}, {heads * 192, 192, 1});
+            a.kv_c = mlajit::strided_tensor(dkv.get(), MLAJIT_BF16, {s_k, 512}, {576, 1});
+            a.k_pe = mlajit::strided_tensor(static_cast<char*>(dkv.get()) + 1024, MLAJIT_BF16, {s_k, 64}, {576, 1});
             a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {heads * 256, 512});
             a.indices = tensor(didx.get(), MLAJIT_INT32, {s_q, topk});
             a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
@@ -235,7 +223,7 @@ int main(int argc, char** argv) {
         }
         mlajit_path choice = MLAJIT_PATH_DENSE_MHA;
         double mha_pred = 0, mqa_pred = 0;
-        if (single) ok(mlajit_plan_prefill(name, (int)heads, (int)topk, 1, &s_q, &s_k, &choice, &mha_pred, &mqa_pred), "planner");
+        if (single) ok(mlajit_plan_prefill(name.c_str(), (int)heads, (int)topk, 1, &s_q, &s_k, &choice, &mha_pred, &mqa_pred), "planner");
         std::string fastest;
         double best = 1e30;
         for (auto& r : table)

@@ -1,13 +1,31 @@
 // Device buffers and event timing through the driver table, for the tools that drive the C API
-// (mlajit-bench, mlajit-check). Header-only.
+// (mlajit-bench, mlajit-check, mlajit-warmup calibrate). Header-only.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cuda/driver_api.h"
 
 namespace mlajit::tools {
+
+// GPU 0's primary context, made current on this thread (what mlajit_create(-1) then binds), and its name.
+struct Gpu0 {
+    CUdevice dev = 0;
+    CUcontext ctx = nullptr;
+    std::string name;
+};
+inline Gpu0 open_gpu0() {
+    Gpu0 g;
+    MLAJIT_CU(cuDeviceGet(&g.dev, 0), "opening GPU 0");
+    MLAJIT_CU(cuDevicePrimaryCtxRetain(&g.ctx, g.dev), "retaining GPU 0's primary context");
+    MLAJIT_CU(cuCtxSetCurrent(g.ctx), "making GPU 0's context current");
+    char name[256] = {};
+    MLAJIT_CU(cuDeviceGetName(name, sizeof(name) - 1, g.dev), "reading the GPU's name");
+    g.name = name;
+    return g;
+}
 
 // An owning device allocation. `poison` fills it with one byte value (0xFF: bf16/fp32 NaN patterns) so
 // that outputs a kernel never wrote show up in the check.

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "cuda/driver_api.h"
+#include "device_timing.h"
 #include "mlajit/mlajit.hpp"
 #include "reference/bf16.h"
 
@@ -34,13 +35,6 @@ struct DevMem {
         MLAJIT_CU(cuMemcpyHtoD(p, h.data(), h.size() * sizeof(T)), "uploading calibration inputs");
     }
 };
-
-mlajit_tensor strided(void* d, mlajit_dtype dt, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> stride) {
-    mlajit_tensor t = contiguous_tensor(d, dt, shape);
-    int i = 0;
-    for (int64_t s : stride) t.stride[i++] = s;
-    return t;
-}
 
 void* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
@@ -75,14 +69,7 @@ PathTimer::PathTimer(int max_heads, long max_s_q, long max_s_k, int topk, uint64
     : b_(std::make_unique<Buffers>()), max_heads_(max_heads), topk_(topk), max_s_q_(max_s_q), max_s_k_(max_s_k), seed_(seed) {
     driver();  // the clear no-GPU error first
     b_->rt = std::make_unique<Runtime>(0);
-    char name[256] = {};
-    CUdevice dev = 0;
-    MLAJIT_CU(cuDeviceGet(&dev, 0), "opening GPU 0");
-    MLAJIT_CU(cuDeviceGetName(name, sizeof(name) - 1, dev), "reading the GPU's name");
-    gpu_name_ = name;
-    CUcontext ctx = nullptr;
-    MLAJIT_CU(cuDevicePrimaryCtxRetain(&ctx, dev), "retaining GPU 0's context");
-    MLAJIT_CU(cuCtxSetCurrent(ctx), "making GPU 0's context current");
+    gpu_name_ = tools::open_gpu0().name;
     MLAJIT_CU(cuStreamCreate(&b_->stream, CU_STREAM_NON_BLOCKING), "creating a stream");
     MLAJIT_CU(cuEventCreate(&b_->start, 0), "creating an event");
     MLAJIT_CU(cuEventCreate(&b_->stop, 0), "creating an event");
@@ -125,10 +112,10 @@ double PathTimer::time_path(int heads, long s_q, long s_k, mlajit_path path, int
     const int32_t cu_q[2] = {0, int32_t(s_q)}, cu_k[2] = {0, int32_t(s_k)};
     const int64_t h = heads;
     mlajit_mla_prefill_args a{};
-    a.q_nope = strided(b_->q.get(), MLAJIT_BF16, {s_q, h, 128}, {h * 192, 192, 1});
-    a.q_pe = strided(at(b_->q.get(), 256), MLAJIT_BF16, {s_q, h, 64}, {h * 192, 192, 1});
-    a.kv_c = strided(b_->kv.get(), MLAJIT_BF16, {s_k, 512}, {576, 1});
-    a.k_pe = strided(at(b_->kv.get(), 1024), MLAJIT_BF16, {s_k, 64}, {576, 1});
+    a.q_nope = strided_tensor(b_->q.get(), MLAJIT_BF16, {s_q, h, 128}, {h * 192, 192, 1});
+    a.q_pe = strided_tensor(at(b_->q.get(), 256), MLAJIT_BF16, {s_q, h, 64}, {h * 192, 192, 1});
+    a.kv_c = strided_tensor(b_->kv.get(), MLAJIT_BF16, {s_k, 512}, {576, 1});
+    a.k_pe = strided_tensor(at(b_->kv.get(), 1024), MLAJIT_BF16, {s_k, 64}, {576, 1});
     a.w_kv_b = contiguous_tensor(b_->w.get(), MLAJIT_BF16, {h * 256, 512});
     a.indices = contiguous_tensor(b_->idx.get(), MLAJIT_INT32, {s_q, topk_});
     a.cu_seqlens_q = contiguous_tensor(b_->cu_q.get(), MLAJIT_INT32, {2});
