@@ -21,6 +21,7 @@ const std::vector<EnvVarDoc>& env_var_docs() {
         {"MLAJIT_MHA_TILE", "(per arch)", "MHA tile BLOCK_MxBLOCK_N, e.g. 128x64 or 64x64"},
         {"MLAJIT_MQA_TILE", "(per head count)", "sparse MQA tile BLOCK_HxBLOCK_N, e.g. 64x64"},
         {"MLAJIT_PATH", "auto", "auto, dense_mha, masked_mha, sparse_mqa: force the prefill path"},
+        {"MLAJIT_TIER", "auto", "auto: Hopper tier (wgmma, TMA) on sm_90a, portable elsewhere; portable: mma.sync tier everywhere"},
         {"MLAJIT_MASKED_MHA_MAX_SEQ", "(planner)", "masked MHA for requests with s_k up to this, sparse MQA above"},
         {"MLAJIT_PLAN_TABLE", "(cache)", "calibration table file for the planner"},
         {"MLAJIT_LOCK_TIMEOUT_MS", "120000", "how long to wait for another process compiling the same kernel"},
@@ -123,6 +124,11 @@ Config parse_config(const EnvLookup& getenv) {
         else if (*v == "sparse_mqa") c.path = PathChoice::sparse_mqa;
         else bad("MLAJIT_PATH", *v, "auto, dense_mha, masked_mha, sparse_mqa");
     }
+    if (auto v = nonempty(getenv, "MLAJIT_TIER")) {
+        if (*v == "auto") c.tier = TierChoice::auto_;
+        else if (*v == "portable") c.tier = TierChoice::portable;
+        else bad("MLAJIT_TIER", *v, "auto, portable");
+    }
     if (auto v = nonempty(getenv, "MLAJIT_MASKED_MHA_MAX_SEQ"))
         c.masked_mha_max_seq = parse_positive("MLAJIT_MASKED_MHA_MAX_SEQ", *v, 1L << 30);
     if (auto v = nonempty(getenv, "MLAJIT_PLAN_TABLE")) c.plan_table = *v;
@@ -182,5 +188,7 @@ const char* path_choice_name(PathChoice p) {
     }
     return "?";
 }
+
+const char* tier_choice_name(TierChoice t) { return t == TierChoice::portable ? "portable" : "auto"; }
 
 }  // namespace mlajit

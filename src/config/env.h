@@ -14,6 +14,9 @@
 namespace mlajit {
 
 enum class PathChoice { auto_, dense_mha, masked_mha, sparse_mqa };
+// Which kernel tier runs: auto = the Hopper tier (wgmma/TMA) on sm_90a, the portable tier (mma.sync)
+// elsewhere; portable forces the portable tier everywhere (how both tiers stay tested on one H200).
+enum class TierChoice { auto_, portable };
 
 struct TileOverride {
     int a = 0, b = 0;  // MHA: BLOCK_M x BLOCK_N; MQA: BLOCK_H x BLOCK_N
@@ -34,6 +37,7 @@ struct Config {
     TileOverride mha_tile;                            // MLAJIT_MHA_TILE
     TileOverride mqa_tile;                            // MLAJIT_MQA_TILE
     PathChoice path = PathChoice::auto_;              // MLAJIT_PATH
+    TierChoice tier = TierChoice::auto_;              // MLAJIT_TIER
     std::optional<long> masked_mha_max_seq;           // MLAJIT_MASKED_MHA_MAX_SEQ
     std::optional<std::filesystem::path> plan_table;  // MLAJIT_PLAN_TABLE
     int lock_timeout_ms = 120000;                     // MLAJIT_LOCK_TIMEOUT_MS
@@ -62,5 +66,6 @@ void reload_config();
 std::filesystem::path default_cache_root_from(const Config& c);
 const char* cache_mode_name(CacheMode m);
 const char* path_choice_name(PathChoice p);
+const char* tier_choice_name(TierChoice t);
 
 }  // namespace mlajit

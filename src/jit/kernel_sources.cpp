@@ -15,13 +15,14 @@ KernelFiles read_kernel_dir(const std::string& dir) {
     KernelFiles k;
     k.origin = dir;
     std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    // Files are named by their path under the folder ("mha/sm90.cuh"), as the embedded set is.
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         auto ext = it->path().extension().string();
-        if (ext != ".cuh" && ext != ".h" && ext != ".cu") continue;
+        if (!it->is_regular_file() || (ext != ".cuh" && ext != ".h" && ext != ".cu")) continue;
         std::ifstream in(it->path(), std::ios::binary);
         std::stringstream ss;
         ss << in.rdbuf();
-        k.files[it->path().filename().string()] = ss.str();
+        k.files[fs::relative(it->path(), dir).generic_string()] = ss.str();
     }
     if (ec || k.files.empty())
         fail(MLAJIT_ERROR_CONFIG, "MLAJIT_KERNELS_DIR='{}' has no readable kernel files (*.cuh, *.h){}: point it at "

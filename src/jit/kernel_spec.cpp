@@ -28,11 +28,11 @@ Arch Arch::for_compute_capability(int major, int minor) {
 
 const FamilyInfo& family_info(Family f) {
     static const FamilyInfo infos[kNumFamilies] = {
-        {Family::mha_fwd, "mha_fwd", "mha_fwd.cuh", "mlajit_mha_fwd",
+        {Family::mha_fwd, "mha_fwd", "mha/sm80.cuh", "mlajit_mha_fwd",
          {"BLOCK_M", "BLOCK_N", "WARPS", "STAGES", "MASKED", "D_NOPE", "D_ROPE", "D_V"}},
-        {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa_fwd.cuh", "mlajit_sparse_mqa_fwd",
+        {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa/sm80.cuh", "mlajit_sparse_mqa_fwd",
          {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE"}},
-        {Family::topk_mask, "topk_mask", "topk_mask.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
+        {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
     };
     return infos[(int)f];
 }

@@ -6,8 +6,12 @@
 
 namespace mlajit {
 
+bool use_hopper_tier(const Arch& arch) {
+    return arch.sm == 90 && arch.suffix == 'a' && config().tier != TierChoice::portable;
+}
+
 const std::vector<MhaTile>& supported_mha_tiles() {
-    // Mirrors the table at the top of kernels_src/mha_fwd.cuh. The first is the default: on the H200 it
+    // Mirrors the table at the top of kernels_src/mha/sm80.cuh. The first is the default: on the H200 it
     // was fastest or within 3% at dense 4k/8k and masked 8k (docs/perf_mha_notes.md), and its 64-row
     // blocks give short sequences and few heads more blocks. 128x128 needs 212 KiB of shared memory
     // (sm_90-class parts only).
@@ -16,7 +20,7 @@ const std::vector<MhaTile>& supported_mha_tiles() {
 }
 
 const std::vector<MqaTile>& supported_mqa_tiles() {
-    // Mirrors the table at the top of kernels_src/sparse_mqa_fwd.cuh (an override BLOCK_HxBLOCK_N takes
+    // Mirrors the table at the top of kernels_src/sparse_mqa/sm80.cuh (an override BLOCK_HxBLOCK_N takes
     // the first row that matches). Shared memory decides which fit sm_80 (163 KiB per block).
     static const std::vector<MqaTile> t = {{64, 64, 8, 2}, {64, 32, 8, 2}, {64, 32, 8, 3}, {32, 64, 8, 2}, {32, 32, 8, 2},
                                            {16, 32, 8, 2}, {16, 64, 8, 2}, {16, 32, 8, 3}, {16, 32, 8, 4}};

@@ -13,6 +13,11 @@ inline constexpr int kDimNope = 128, kDimRope = 64, kDimV = 128, kDimLatent = 51
 inline constexpr int kDimQkMha = kDimNope + kDimRope;   // 192
 inline constexpr int kDimQkMqa = kDimLatent + kDimRope; // 576
 
+// The Hopper tier (wgmma, TMA, warp specialization) runs on sm_90a unless MLAJIT_TIER=portable; every
+// other arch runs the portable tier (mma.sync, sm_80 and newer). Each tier has its own kernel families,
+// so its own cache keys.
+bool use_hopper_tier(const Arch& arch);
+
 struct MhaTile {
     int block_m, block_n, warps, stages;
 };

@@ -47,6 +47,7 @@ TEST_CASE("env: good values parse") {
                                  {"MLAJIT_ARCH", "sm_90a"},
                                  {"MLAJIT_MHA_TILE", "64x64"},
                                  {"MLAJIT_PATH", "masked_mha"},
+                                 {"MLAJIT_TIER", "portable"},
                                  {"MLAJIT_MASKED_MHA_MAX_SEQ", "12288"},
                                  {"MLAJIT_LOCK_TIMEOUT_MS", "500"}}));
     CHECK(c.cache_mode == CacheMode::ro);
@@ -59,6 +60,7 @@ TEST_CASE("env: good values parse") {
     CHECK(c.mha_tile.a == 64);
     CHECK(c.mha_tile.b == 64);
     CHECK(c.path == PathChoice::masked_mha);
+    CHECK(c.tier == TierChoice::portable);
     CHECK(*c.masked_mha_max_seq == 12288);
     CHECK(c.lock_timeout_ms == 500);
 }
@@ -73,6 +75,7 @@ TEST_CASE("env: bad values name the variable and the allowed values") {
                    Case{"MLAJIT_LOG_LEVEL", "loud", "trace, debug"}, Case{"MLAJIT_ARCH", "hopper", "sm_90a"},
                    Case{"MLAJIT_ARCH", "sm_90x", "sm_<major>"}, Case{"MLAJIT_MHA_TILE", "128", "AxB"},
                    Case{"MLAJIT_MQA_TILE", "64xq", "whole number"}, Case{"MLAJIT_PATH", "fast", "sparse_mqa"},
+                   Case{"MLAJIT_TIER", "hopper", "auto, portable"},
                    Case{"MLAJIT_MASKED_MHA_MAX_SEQ", "-5", "whole number"},
                    Case{"MLAJIT_LOCK_TIMEOUT_MS", "1e3", "whole number"}}) {
         CAPTURE(k.var);

@@ -55,7 +55,7 @@ TEST_CASE("jit: every kernel variant of the model compiles to sm_80 and sm_90a c
 TEST_CASE("jit: a broken template fails with the kernel name, options and NVRTC log") {
     REQUIRE(nvrtc_available());
     KernelFiles files = kernel_files();
-    files.files["topk_mask.cuh"] += "\nthis is not CUDA;\n";
+    files.files["topk_mask/sm80.cuh"] += "\nthis is not CUDA;\n";
     auto k = prep(topk_mask_spec(Arch::parse("sm_80")), files);
     try {
         compile_kernel(k);
@@ -65,7 +65,7 @@ TEST_CASE("jit: a broken template fails with the kernel name, options and NVRTC 
         CHECK(e.status() == MLAJIT_ERROR_COMPILE);
         CHECK(m.find("topk_mask[") != std::string::npos);
         CHECK(m.find("--gpu-architecture=sm_80") != std::string::npos);
-        CHECK(m.find("topk_mask.cuh(") != std::string::npos);  // the log points at file(line)
+        CHECK(m.find("topk_mask/sm80.cuh(") != std::string::npos);  // the log points at file(line)
         CHECK(m.find("error") != std::string::npos);
     }
 }
@@ -96,7 +96,7 @@ TEST_CASE("jit: the cache key changes with source, options, arch, format and NVR
     CHECK_FALSE(prepare_kernel(s80, edited, {}, 13, 0).key == base.key);
     // A file the template does not include does not change its key.
     KernelFiles unrelated = files;
-    unrelated.files["sparse_mqa_fwd.cuh"] += "\n// edit\n";
+    unrelated.files["sparse_mqa/sm80.cuh"] += "\n// edit\n";
     CHECK(prepare_kernel(s80, unrelated, {}, 13, 0).key == base.key);
     // The format version is hashed first: check it is in the hashed material by construction.
     CHECK(kCacheFormatVersion == DiskCache::kFormatVersion);

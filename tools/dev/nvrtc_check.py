@@ -2,7 +2,7 @@
 """Kernel development aid: compile one kernels_src template with NVRTC (exactly as the runtime does: no
 toolkit headers, kernel files as in-memory headers) and print the log and ptxas resource usage.
 
-  tools/dev/nvrtc_check.py mha_fwd.cuh --arch sm_90a -D MJ_BLOCK_M=128 -D MJ_BLOCK_N=64 ...
+  tools/dev/nvrtc_check.py mha/sm80.cuh --arch sm_90a -D MJ_BLOCK_M=128 -D MJ_BLOCK_N=64 ...
 
 Each -D NAME=VALUE becomes `constexpr int NAME = VALUE;` ahead of `#include "<template>"`, which is how
 the runtime specializes a kernel.
@@ -18,8 +18,8 @@ ap.add_argument("-D", action="append", default=[])
 ap.add_argument("--ptx", action="store_true", help="print the PTX too")
 a = ap.parse_args()
 nv = ctypes.CDLL(os.environ.get("NVRTC", "/usr/local/cuda/lib64/libnvrtc.so"))
-files = sorted(glob.glob(os.path.join(ksrc, "*.cuh")) + glob.glob(os.path.join(ksrc, "*.h")))
-names = [os.path.basename(f).encode() for f in files]
+files = sorted(glob.glob(os.path.join(ksrc, "**", "*.cuh"), recursive=True) + glob.glob(os.path.join(ksrc, "**", "*.h"), recursive=True))
+names = [os.path.relpath(f, ksrc).encode() for f in files]  # "mha/sm80.cuh", as the runtime names them
 bodies = [open(f, "rb").read() for f in files]
 src = "".join(f"constexpr int {d.split('=')[0]} = {d.split('=')[1]};\n" for d in a.D)
 src += f'#include "{a.template}"\n'

@@ -17,7 +17,7 @@ constexpr int MJ_ARCH = 90;
 #define MJ_CAT2(a, b) a##b
 #define MJ_CAT(a, b) MJ_CAT2(a, b)
 #define mlajit_mha_fwd MJ_CAT(kern_, WNAME)
-#include "mha_fwd.cuh"
+#include "mha/sm80.cuh"
 
 extern "C" cudaError_t MJ_CAT(launch_, WNAME)(const MhaFwdParams* p, cudaStream_t st) {
     const int smem = mj_mha_smem_bytes(WBM, WBN, WST, 192, 128);

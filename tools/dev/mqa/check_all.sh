@@ -5,7 +5,7 @@ cfgs="64,64,2,90 64,32,3,90 64,32,2,90 64,32,2,80 32,64,2,90 32,32,2,90 32,32,2,
 for c in $cfgs; do
   IFS=, read h n s a <<< "$c"
   arch=sm_${a}; [ "$a" = 90 ] && arch=sm_90a
-  out=$(python3 tools/dev/nvrtc_check.py sparse_mqa_fwd.cuh --arch $arch -D MJ_BLOCK_H=$h -D MJ_BLOCK_N=$n -D MJ_WARPS=8 \
+  out=$(python3 tools/dev/nvrtc_check.py sparse_mqa/sm80.cuh --arch $arch -D MJ_BLOCK_H=$h -D MJ_BLOCK_N=$n -D MJ_WARPS=8 \
         -D MJ_STAGES=$s -D MJ_D_LATENT=512 -D MJ_D_ROPE=64 -D MJ_ARCH=$a 2>&1)
   rc=$?
   regs=$(echo "$out" | grep -o "Used [0-9]* registers" ); sp=$(echo "$out" | grep -o "[0-9]* bytes spill stores")

@@ -12,7 +12,7 @@ constexpr int MJ_ARCH = 90;
 #define MQA_CAT2(a, b) a##b
 #define MQA_CAT(a, b) MQA_CAT2(a, b)
 #define mlajit_sparse_mqa_fwd MQA_CAT(mqa_kernel_, CFG_TAG)
-#include "sparse_mqa_fwd.cuh"
+#include "sparse_mqa/sm80.cuh"
 #undef mlajit_sparse_mqa_fwd
 
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compile kernels_src/sparse_mqa_fwd.cuh with NVRTC exactly as tools/dev/nvrtc_check.py does and write the
+"""Compile kernels_src/sparse_mqa/sm80.cuh with NVRTC exactly as tools/dev/nvrtc_check.py does and write the
 cubin, for reading its SASS (cuobjdump -sass). Usage: nvrtc_cubin.py OUT.cubin --arch sm_90a -D NAME=V ..."""
 import argparse, ctypes, glob, os, sys
 
@@ -8,13 +8,13 @@ ksrc = os.path.join(here, "..", "..", "..", "kernels_src")
 ap = argparse.ArgumentParser()
 ap.add_argument("out")
 ap.add_argument("--arch", default="sm_90a")
-ap.add_argument("--template", default="sparse_mqa_fwd.cuh")
+ap.add_argument("--template", default="sparse_mqa/sm80.cuh")
 ap.add_argument("-D", action="append", default=[])
 ap.add_argument("--macro", action="append", default=[], help="NAME=V as #define (dev overrides)")
 a = ap.parse_args()
 nv = ctypes.CDLL(os.environ.get("NVRTC", "/usr/local/cuda/lib64/libnvrtc.so"))
-files = sorted(glob.glob(os.path.join(ksrc, "*.cuh")) + glob.glob(os.path.join(ksrc, "*.h")))
-names = [os.path.basename(f).encode() for f in files]
+files = sorted(glob.glob(os.path.join(ksrc, "**", "*.cuh"), recursive=True) + glob.glob(os.path.join(ksrc, "**", "*.h"), recursive=True))
+names = [os.path.relpath(f, ksrc).encode() for f in files]
 bodies = [open(f, "rb").read() for f in files]
 src = "".join(f"#define {m.split('=')[0]} {m.split('=')[1]}\n" for m in a.macro)
 src += "".join(f"constexpr int {d.split('=')[0]} = {d.split('=')[1]};\n" for d in a.D)
