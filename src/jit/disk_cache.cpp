@@ -216,6 +216,15 @@ Checked check_entry(const fs::path& dir, const CacheKey& key) {
     return out;
 }
 
+// check_entry reads meta.json, then kernel.cubin: an entry removed (renamed away) or replaced between the two
+// reads looks corrupt ("kernel.cubin is missing") although no file is damaged. A second look tells the race
+// (now missing, or now valid) from real damage (corrupt twice). Found by tests/cpu/test_cache_faults.cpp:
+// the race gave a false "corrupt entry" warning and made store() move a valid entry aside.
+Checked check_entry_twice(const fs::path& dir, const CacheKey& key) {
+    Checked c = check_entry(dir, key);
+    return c.state == EntryState::corrupt ? check_entry(dir, key) : c;
+}
+
 void touch(const fs::path& p) {
     if (::utimensat(AT_FDCWD, p.c_str(), nullptr, 0) == 0 || errno != ENOENT) return;
     // Entries from older tools may lack the marker. O_NOFOLLOW: a dangling symlink in its place must not
@@ -344,7 +353,7 @@ std::optional<std::vector<char>> DiskCache::load(std::string_view arch, std::str
         if (auto it = memory_.find(dir.string()); it != memory_.end()) return it->second;
     }
     try {
-        Checked c = check_entry(dir, key);
+        Checked c = check_entry_twice(dir, key);
         if (c.state == EntryState::ok) {
             if (mode_ == CacheMode::rw) touch(dir / kMarkerFile);
             return std::move(c.cubin);
@@ -441,7 +450,7 @@ bool DiskCache::publish(const fs::path& dest, const CacheKey& key, std::string_v
         }
         int e = errno;
         if (e == EEXIST || e == ENOTEMPTY) {
-            Checked theirs = check_entry(dest, key);
+            Checked theirs = check_entry_twice(dest, key);
             if (theirs.state == EntryState::ok) return true;  // another process won: keep theirs
             if (theirs.state == EntryState::corrupt) {
                 // Move the bad entry aside in one step so readers see it or nothing, never half of it.
