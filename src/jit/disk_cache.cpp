@@ -99,15 +99,22 @@ int open_retry(const char* path, int flags, mode_t mode = 0) {
     return fd;
 }
 
-// Reads the whole file into `out`; returns 0 or an errno. EFBIG if it exceeds max_bytes, EIO if it shrank
-// while being read.
+// read_whole's code for a path that exists but is no regular file (a directory, FIFO, device).
+constexpr int kNotRegularFile = -1;
+
+std::string read_error_text(int e) { return e == kNotRegularFile ? "not a regular file" : errno_text(e); }
+
+// Reads the whole file into `out`; returns 0, an errno or kNotRegularFile. EFBIG if it exceeds max_bytes,
+// EIO if it shrank while being read.
 template <typename Buf>
 int read_whole(const fs::path& path, Buf& out, uint64_t max_bytes, uint64_t* size_out = nullptr) {
-    Fd fd(open_retry(path.c_str(), O_RDONLY));
+    // O_NONBLOCK: a FIFO in place of a cache file would otherwise block open() until a writer comes, that
+    // is forever (found by tests/cpu/test_cache_faults.cpp). It changes nothing for regular files.
+    Fd fd(open_retry(path.c_str(), O_RDONLY | O_NONBLOCK));
     if (!fd.ok()) return errno;
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return errno;
-    if (!S_ISREG(st.st_mode)) return EISDIR;
+    if (!S_ISREG(st.st_mode)) return kNotRegularFile;
     uint64_t size = uint64_t(st.st_size);
     if (size_out) *size_out = size;
     if (size > max_bytes) return EFBIG;
@@ -179,7 +186,7 @@ Checked check_entry(const fs::path& dir, const CacheKey& key) {
             if (fs::exists(dir / kCubinFile, ec)) return corrupt("meta.json is missing");
             return {};
         }
-        return corrupt(fmt::format("meta.json is unreadable: {}", errno_text(e)));
+        return corrupt(fmt::format("meta.json is unreadable: {}", read_error_text(e)));
     }
     auto meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
     if (meta.is_discarded()) return corrupt("meta.json is not valid JSON");
@@ -200,7 +207,7 @@ Checked check_entry(const fs::path& dir, const CacheKey& key) {
     if (int e = read_whole(dir / kCubinFile, out.cubin, std::min(want, kMaxCubinBytes), &size)) {
         if (e == EFBIG) return corrupt(fmt::format("kernel.cubin has {} bytes, meta.json says {}", size, want));
         if (e == ENOENT) return corrupt("kernel.cubin is missing");
-        return corrupt(fmt::format("kernel.cubin is unreadable: {}", errno_text(e)));
+        return corrupt(fmt::format("kernel.cubin is unreadable: {}", read_error_text(e)));
     }
     if (size != want)
         return corrupt(fmt::format("kernel.cubin has {} bytes, meta.json says {} (truncated?)", size, want));
@@ -209,10 +216,20 @@ Checked check_entry(const fs::path& dir, const CacheKey& key) {
     return out;
 }
 
+// check_entry reads meta.json, then kernel.cubin: an entry removed (renamed away) or replaced between the two
+// reads looks corrupt ("kernel.cubin is missing") although no file is damaged. A second look tells the race
+// (now missing, or now valid) from real damage (corrupt twice). Found by tests/cpu/test_cache_faults.cpp:
+// the race gave a false "corrupt entry" warning and made store() move a valid entry aside.
+Checked check_entry_twice(const fs::path& dir, const CacheKey& key) {
+    Checked c = check_entry(dir, key);
+    return c.state == EntryState::corrupt ? check_entry(dir, key) : c;
+}
+
 void touch(const fs::path& p) {
     if (::utimensat(AT_FDCWD, p.c_str(), nullptr, 0) == 0 || errno != ENOENT) return;
-    // Entries from older tools may lack the marker.
-    Fd fd(open_retry(p.c_str(), O_WRONLY | O_CREAT, 0644));
+    // Entries from older tools may lack the marker. O_NOFOLLOW: a dangling symlink in its place must not
+    // create a file wherever it points.
+    Fd fd(open_retry(p.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0644));
 }
 
 // Error-code directory iteration: maintenance must survive entries vanishing under concurrent use.
@@ -336,7 +353,7 @@ std::optional<std::vector<char>> DiskCache::load(std::string_view arch, std::str
         if (auto it = memory_.find(dir.string()); it != memory_.end()) return it->second;
     }
     try {
-        Checked c = check_entry(dir, key);
+        Checked c = check_entry_twice(dir, key);
         if (c.state == EntryState::ok) {
             if (mode_ == CacheMode::rw) touch(dir / kMarkerFile);
             return std::move(c.cubin);
@@ -433,7 +450,7 @@ bool DiskCache::publish(const fs::path& dest, const CacheKey& key, std::string_v
         }
         int e = errno;
         if (e == EEXIST || e == ENOTEMPTY) {
-            Checked theirs = check_entry(dest, key);
+            Checked theirs = check_entry_twice(dest, key);
             if (theirs.state == EntryState::ok) return true;  // another process won: keep theirs
             if (theirs.state == EntryState::corrupt) {
                 // Move the bad entry aside in one step so readers see it or nothing, never half of it.
@@ -445,6 +462,21 @@ bool DiskCache::publish(const fs::path& dest, const CacheKey& key, std::string_v
                 }
             }
             continue;
+        }
+        if (e == ENOTDIR) {
+            // Something that is not a directory (a file, a symlink) sits where the entry goes: rename() cannot
+            // replace it with a directory. Move it aside like a corrupt entry; without this, one such file
+            // made every store of the process fail and the cache go memory-only (test_cache_faults.cpp).
+            struct stat st;
+            if (::lstat(dest.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+                fs::path trash = unique_tmp_name("trash-" + key.hex());
+                if (::rename(dest.c_str(), trash.c_str()) == 0) {
+                    std::error_code ec;
+                    fs::remove(trash, ec);
+                    log().info("kernel cache: replaced {}, which was not a directory", dest.string());
+                }
+                continue;
+            }
         }
         if (e == ENOENT) {  // the family directory vanished (concurrent maintenance): recreate and retry
             create_dirs(parent);

@@ -1,0 +1,354 @@
+// Two things tools/device/sanitize_soak.sh runs:
+//  - "gpu small shapes: ...": every kernel family once at small shapes (cheap enough for compute-sanitizer's
+//    memcheck, racecheck, initcheck and synccheck), each call checked against float64;
+//  - "gpu soak": for MLAJIT_SOAK_SECONDS (skipped when unset), mixed calls with fresh random shapes and
+//    data, a sample of rows of every call checked against float64, device memory (cuMemGetInfo) and host
+//    RSS recorded at the start, after the first call of each kind (warm) and at the end.
+#include <dlfcn.h>
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "gpu/gpu_fixture.h"
+#include "mlajit/mlajit.hpp"
+#include "reference/reference.h"
+
+using namespace mlajit;
+using namespace mlajit::test;
+namespace R = mlajit::ref;
+
+namespace {
+
+template <typename T>
+T new_args() {
+    T a{};
+#ifdef MLAJIT_ARGS_INIT
+    a.struct_size = sizeof(T);  // the struct-size ABI (mlajit.h)
+#endif
+    return a;
+}
+
+// The one call's tolerances (tests/gpu/test_mla_prefill_gpu.cpp explains them: one extra bf16 rounding).
+constexpr double kOneCallLseAtol = 1.5e-2;
+constexpr double kOneCallOutAtolScale = 2.0;
+
+struct Counts {
+    int64_t calls = 0, checked_rows = 0, failed_checks = 0;
+};
+
+void expect_ok(const R::CheckReport& r, Counts& n) {
+    n.checked_rows += r.checked;
+    if (!r.ok()) ++n.failed_checks;
+    CHECK_MESSAGE(r.ok(), r.summary());
+}
+
+struct Shape {
+    int64_t heads = 16, topk = 64;
+    std::vector<int32_t> cu_q{0}, cu_k{0};
+    int64_t tq() const { return cu_q.back(); }
+    int64_t tk() const { return cu_k.back(); }
+    int64_t batch() const { return int64_t(cu_q.size()) - 1; }
+    int64_t max_k() const {
+        int64_t m = 0;
+        for (size_t i = 1; i < cu_k.size(); ++i) m = std::max<int64_t>(m, cu_k[i] - cu_k[i - 1]);
+        return m;
+    }
+    std::string str() const {
+        std::string s = "heads " + std::to_string(heads) + ", topk " + std::to_string(topk) + ", (s_q, s_k):";
+        for (size_t i = 1; i < cu_q.size(); ++i)
+            s += " (" + std::to_string(cu_q[i] - cu_q[i - 1]) + ", " + std::to_string(cu_k[i] - cu_k[i - 1]) + ")";
+        return s;
+    }
+};
+
+Shape shape(int64_t heads, int64_t topk, std::initializer_list<std::pair<int, int>> reqs) {
+    Shape s;
+    s.heads = heads;
+    s.topk = topk;
+    for (auto [q, k] : reqs) {
+        s.cu_q.push_back(s.cu_q.back() + q);
+        s.cu_k.push_back(s.cu_k.back() + k);
+    }
+    return s;
+}
+
+std::vector<int64_t> rows_to_check(R::Rng& rng, const Shape& s, int64_t per_request) {
+    return R::sample_rows(rng, s.cu_q, per_request);
+}
+
+void sparse_mqa_call(Gpu* G, R::Rng& rng, const Shape& s, Counts& n) {
+    INFO("sparse MQA " << s.str());
+    const int64_t h = s.heads, tq = s.tq(), tk = s.tk(), topk = s.topk, B = s.batch();
+    auto idx = R::causal_topk_indices(rng, s.cu_q, s.cu_k, topk);
+    auto q = rng.normal_bf16(tq * h * 576, 1.0);
+    auto kv = rng.normal_bf16(tk * 576, 1.0);
+    DeviceBuffer<uint16_t> dq(q), dkv(kv), dout(tq * h * 512);
+    DeviceBuffer<int32_t> didx(idx), dcq(s.cu_q), dck(s.cu_k);
+    DeviceBuffer<float> dlse(tq * h), dml(tq * h);
+    auto a = new_args<mlajit_sparse_mqa_args>();
+    a.q = tensor(dq.get(), MLAJIT_BF16, {tq, h, 576});
+    a.kv = tensor(dkv.get(), MLAJIT_BF16, {tk, 576});
+    a.indices = tensor(didx.get(), MLAJIT_INT32, {tq, topk});
+    a.out = tensor(dout.get(), MLAJIT_BF16, {tq, h, 512});
+    a.lse = tensor(dlse.get(), MLAJIT_FP32, {tq, h});
+    a.max_logits = tensor(dml.get(), MLAJIT_FP32, {tq, h});
+    a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_kv = tensor(dck.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_q_host = s.cu_q.data();
+    a.cu_seqlens_kv_host = s.cu_k.data();
+    a.sm_scale = float(1.0 / std::sqrt(192.0));
+    MLAJIT_CHECK_OK(mlajit_sparse_mqa_prefill(G->handle, &a, G->stream));
+    ++n.calls;
+    auto out = dout.download();
+    auto lse = dlse.download();
+    R::SparseMqaArgs ra;
+    ra.q = R::View(q.data(), h * 576, 576);
+    ra.kv = R::View(kv.data(), 576, 0);
+    ra.indices = idx.data();
+    ra.s_q = tq;
+    ra.s_kv = tk;
+    ra.heads = h;
+    ra.topk = topk;
+    ra.sm_scale = a.sm_scale;
+    ra.cu_seqlens_q = s.cu_q;
+    ra.cu_seqlens_kv = s.cu_k;
+    auto rows = rows_to_check(rng, s, 2);
+    ra.rows = rows;
+    auto want = R::sparse_mqa(ra);
+    expect_ok(R::check_out("out", R::View(out.data(), h * 512, 512), want), n);
+    expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want), n);
+}
+
+void mha_call(Gpu* G, R::Rng& rng, const Shape& s, bool masked, Counts& n) {
+    INFO((masked ? "masked" : "dense") << " MHA " << s.str());
+    const int64_t h = s.heads, tq = s.tq(), tk = s.tk(), B = s.batch();
+    auto q = rng.normal_bf16(tq * h * 192, 1.0);
+    auto k = rng.normal_bf16(tk * h * 192, 1.0);
+    auto v = rng.normal_bf16(tk * h * 128, 1.0);
+    DeviceBuffer<uint16_t> dq(q), dk(k), dv(v), dout(tq * h * 128);
+    DeviceBuffer<int32_t> dcq(s.cu_q), dck(s.cu_k);
+    DeviceBuffer<float> dlse(tq * h);
+    const int64_t words = mlajit_topk_mask_words(s.max_k());
+    DeviceBuffer<uint32_t> dmask(masked ? tq * words : 0);
+    std::vector<uint32_t> mask;
+    if (masked) {  // built on the GPU (the top-k mask family), checked word for word
+        auto idx = R::causal_topk_indices(rng, s.cu_q, s.cu_k, s.topk);
+        DeviceBuffer<int32_t> didx(idx);
+        auto m = new_args<mlajit_topk_mask_args>();
+        m.indices = tensor(didx.get(), MLAJIT_INT32, {tq, s.topk});
+        m.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
+        m.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
+        m.cu_seqlens_q_host = s.cu_q.data();
+        m.cu_seqlens_k_host = s.cu_k.data();
+        m.mask = tensor(dmask.get(), MLAJIT_UINT32, {tq, words});
+        MLAJIT_CHECK_OK(mlajit_topk_mask_build(G->handle, &m, G->stream));
+        ++n.calls;
+        mask = R::topk_mask(idx.data(), s.topk, s.topk, s.cu_q, s.cu_k, words);
+        const bool same = dmask.download() == mask;
+        if (!same) ++n.failed_checks;
+        CHECK_MESSAGE(same, "the GPU's top-k mask differs from the reference");
+    }
+    auto a = new_args<mlajit_mha_args>();
+    a.q = tensor(dq.get(), MLAJIT_BF16, {tq, h, 192});
+    a.k = tensor(dk.get(), MLAJIT_BF16, {tk, h, 192});
+    a.v = tensor(dv.get(), MLAJIT_BF16, {tk, h, 128});
+    a.out = tensor(dout.get(), MLAJIT_BF16, {tq, h, 128});
+    a.lse = tensor(dlse.get(), MLAJIT_FP32, {tq, h});
+    a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_q_host = s.cu_q.data();
+    a.cu_seqlens_k_host = s.cu_k.data();
+    a.sm_scale = float(1.0 / std::sqrt(192.0));
+    if (masked) a.mask = tensor(dmask.get(), MLAJIT_UINT32, {tq, words});
+    MLAJIT_CHECK_OK(mlajit_mha_prefill(G->handle, &a, G->stream));
+    ++n.calls;
+    auto out = dout.download();
+    auto lse = dlse.download();
+    R::MhaArgs ra;
+    ra.q = R::View(q.data(), h * 192, 192);
+    ra.k_nope = R::View(k.data(), h * 192, 192);
+    ra.k_pe = ra.k_nope.shifted(128);
+    ra.v = R::View(v.data(), h * 128, 128);
+    ra.cu_seqlens_q = s.cu_q;
+    ra.cu_seqlens_k = s.cu_k;
+    ra.heads = h;
+    ra.sm_scale = a.sm_scale;
+    if (masked) {
+        ra.mask = mask.data();
+        ra.mask_stride_words = words;
+    }
+    auto rows = rows_to_check(rng, s, 2);
+    ra.rows = rows;
+    auto want = R::mha(ra);
+    expect_ok(R::check_out("out", R::View(out.data(), h * 128, 128), want), n);
+    expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want), n);
+}
+
+void mla_call(Gpu* G, R::Rng& rng, const Shape& s, int force, Counts& n) {
+    INFO("mla_prefill force_path " << force << ", " << s.str());
+    const int64_t h = s.heads, T = s.tq(), Tk = s.tk(), topk = s.topk, B = s.batch();
+    auto q = rng.normal_bf16(T * h * 192, 1.0);
+    auto kv = rng.normal_bf16(Tk * 576, 1.0);
+    auto w = rng.normal_bf16(h * 256 * 512, 1.0 / std::sqrt(512.0));
+    auto idx = R::causal_topk_indices(rng, s.cu_q, s.cu_k, topk);
+    DeviceBuffer<uint16_t> dq(q), dkv(kv), dw(w), dout(T * h * 128);
+    DeviceBuffer<int32_t> didx(idx), dcq(s.cu_q), dck(s.cu_k);
+    DeviceBuffer<float> dlse(T * h);
+    auto a = new_args<mlajit_mla_prefill_args>();
+    a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
+    a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
+    a.kv_c = strided_tensor(dkv.get(), MLAJIT_BF16, {Tk, 512}, {576, 1});
+    a.k_pe = strided_tensor(dkv.get() + 512, MLAJIT_BF16, {Tk, 64}, {576, 1});
+    a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {h * 256, 512});
+    a.indices = tensor(didx.get(), MLAJIT_INT32, {T, topk});
+    a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_q_host = s.cu_q.data();
+    a.cu_seqlens_k_host = s.cu_k.data();
+    a.out = tensor(dout.get(), MLAJIT_BF16, {T, h, 128});
+    a.lse = tensor(dlse.get(), MLAJIT_FP32, {T, h});
+    a.sm_scale = float(1.0 / std::sqrt(192.0));
+    a.force_path = force;
+    size_t bytes = 0;
+    MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
+    DeviceBuffer<uint8_t> ws(std::max<size_t>(bytes, 1));
+    a.workspace = ws.get();
+    a.workspace_bytes = bytes;
+    MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
+    ++n.calls;
+    auto out = dout.download();
+    auto lse = dlse.download();
+    auto rows = rows_to_check(rng, s, 2);
+    R::DsaArgs da;
+    da.q_nope = R::View(q.data(), h * 192, 192);
+    da.q_pe = da.q_nope.shifted(128);
+    da.kv_c = R::View(kv.data(), 576, 0);
+    da.k_pe = da.kv_c.shifted(512);
+    da.w_kv_b = R::View(w.data(), 512, 0);
+    da.indices = idx.data();
+    da.topk = topk;
+    da.heads = h;
+    da.cu_seqlens_q = s.cu_q;
+    da.cu_seqlens_k = s.cu_k;
+    da.sm_scale = a.sm_scale;
+    da.rows = rows;
+    auto want = R::dsa_prefill_reference(da);
+    expect_ok(R::check_out("out", R::View(out.data(), h * 128, 128), want, kOneCallOutAtolScale), n);
+    expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want, kOneCallLseAtol), n);
+}
+
+// Device memory in use (cuMemGetInfo, looked up here: the library's driver table does not need it).
+int64_t device_used_bytes() {
+    using Fn = CUresult (*)(size_t*, size_t*);
+    static Fn fn = [] {
+        void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        return lib ? reinterpret_cast<Fn>(::dlsym(lib, "cuMemGetInfo_v2")) : nullptr;
+    }();
+    size_t free_b = 0, total_b = 0;
+    if (!fn || fn(&free_b, &total_b) != CUDA_SUCCESS) return -1;
+    return int64_t(total_b) - int64_t(free_b);
+}
+
+int64_t host_rss_bytes() {
+    std::ifstream f("/proc/self/statm");
+    int64_t pages = 0, rss = 0;
+    f >> pages >> rss;
+    return rss * int64_t(::sysconf(_SC_PAGESIZE));
+}
+
+double mib(int64_t b) { return double(b) / (1024.0 * 1024.0); }
+
+}  // namespace
+
+TEST_CASE("gpu small shapes: sparse MQA (batched; 16 and 128 heads)") {
+    MLAJIT_REQUIRE_GPU();
+    R::Rng rng;
+    INFO(rng.seed_note());
+    Counts n;
+    sparse_mqa_call(G, rng, shape(16, 64, {{50, 200}, {30, 90}}), n);
+    sparse_mqa_call(G, rng, shape(128, 128, {{8, 300}}), n);
+}
+
+TEST_CASE("gpu small shapes: dense MHA, the top-k mask and masked MHA") {
+    MLAJIT_REQUIRE_GPU();
+    R::Rng rng;
+    INFO(rng.seed_note());
+    Counts n;
+    for (bool masked : {false, true}) {
+        mha_call(G, rng, shape(16, 64, {{40, 40}, {20, 90}}), masked, n);
+        mha_call(G, rng, shape(128, 64, {{70, 70}}), masked, n);
+    }
+}
+
+TEST_CASE("gpu small shapes: mla_prefill on each path, and the shape initcheck flagged in issue 14") {
+    MLAJIT_REQUIRE_GPU();
+    R::Rng rng;
+    INFO(rng.seed_note());
+    Counts n;
+    for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)})
+        mla_call(G, rng, shape(16, 64, {{60, 200}, {20, 20}}), force, n);
+    mla_call(G, rng, shape(16, 64, {{40, 40}, {20, 60}}), int(MLAJIT_PATH_DENSE_MHA), n);
+    mla_call(G, rng, shape(16, 256, {{100, 900}}), -1, n);
+}
+
+TEST_CASE("gpu soak: mixed batches with fresh random shapes and data (MLAJIT_SOAK_SECONDS)") {
+    const char* env = std::getenv("MLAJIT_SOAK_SECONDS");
+    if (!env || std::atoi(env) <= 0) {
+        MESSAGE("skipped: set MLAJIT_SOAK_SECONDS to run the soak");
+        return;
+    }
+    MLAJIT_REQUIRE_GPU();
+    const double seconds = std::atof(env);
+    R::Rng rng;
+    INFO(rng.seed_note());
+    Counts n;
+    const int64_t dev0 = device_used_bytes(), rss0 = host_rss_bytes();
+    int64_t dev_warm = -1, rss_warm = -1, dev_peak = dev0;
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t iter = 0;
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    while (elapsed() < seconds) {
+        Shape s;
+        const int64_t heads_choice[] = {16, 20, 32, 64, 128};
+        s.heads = heads_choice[rng.uniform_int(0, 4)];
+        const int64_t topk_choice[] = {64, 128, 256, 2048};
+        s.topk = topk_choice[rng.uniform_int(0, 3)];
+        const int64_t reqs = rng.uniform_int(1, 4);
+        for (int64_t r = 0; r < reqs; ++r) {
+            const int32_t sq = int32_t(rng.uniform_int(r == 0 ? 1 : 0, 1200));
+            const int32_t sk = sq + int32_t(rng.uniform_int(0, 2000));  // prefills with cached context
+            s.cu_q.push_back(s.cu_q.back() + sq);
+            s.cu_k.push_back(s.cu_k.back() + sk);
+        }
+        switch (rng.uniform_int(0, 4)) {
+            case 0: sparse_mqa_call(G, rng, s, n); break;
+            case 1: mha_call(G, rng, s, false, n); break;
+            case 2: mha_call(G, rng, s, true, n); break;
+            case 3: mla_call(G, rng, s, -1, n); break;
+            default: mla_call(G, rng, s, int(rng.uniform_int(0, 2)) == 0 ? -1 : int(MLAJIT_PATH_SPARSE_MQA), n); break;
+        }
+        dev_peak = std::max(dev_peak, device_used_bytes());
+        if (++iter == 40) {  // every kind has run: kernels loaded, workspaces and pools at their size
+            dev_warm = device_used_bytes();
+            rss_warm = host_rss_bytes();
+        }
+    }
+    const int64_t dev1 = device_used_bytes(), rss1 = host_rss_bytes();
+    if (dev_warm < 0) {
+        dev_warm = dev1;
+        rss_warm = rss1;
+    }
+    MESSAGE("FIGURE soak: " << elapsed() << " s, " << iter << " batches, " << n.calls << " calls, " << n.checked_rows
+                            << " elements checked against float64, " << n.failed_checks << " failed checks; device memory "
+                            << mib(dev0) << " MiB at start, " << mib(dev_warm) << " after 40 batches, " << mib(dev1)
+                            << " at end (peak " << mib(dev_peak) << "); host RSS " << mib(rss0) << " MiB at start, "
+                            << mib(rss_warm) << " after 40 batches, " << mib(rss1) << " at end");
+    CHECK(n.failed_checks == 0);
+    // After warm-up nothing may grow: test buffers are freed each call; 64 MiB of slack for the driver's
+    // own pools, 64 MiB for the host allocator's.
+    CHECK(dev1 - dev_warm <= (int64_t(64) << 20));
+    CHECK(rss1 - rss_warm <= (int64_t(64) << 20));
+}
