@@ -33,6 +33,8 @@ const FamilyInfo& family_info(Family f) {
         {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa/sm80.cuh", "mlajit_sparse_mqa_fwd",
          {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE"}},
         {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
+        {Family::mha_fwd_sm90, "mha_fwd_sm90", "mha/sm90.cuh", "mlajit_mha_fwd_sm90",
+         {"BLOCK_M", "BLOCK_N", "STAGES", "MASKED", "PINGPONG", "D_NOPE", "D_ROPE", "D_V"}},
     };
     return infos[(int)f];
 }
@@ -40,7 +42,7 @@ const FamilyInfo& family_info(Family f) {
 Family family_from_name(const std::string& name) {
     for (int i = 0; i < kNumFamilies; ++i)
         if (name == family_info((Family)i).name) return (Family)i;
-    fail_arg("unknown kernel family '{}': expected mha_fwd, sparse_mqa_fwd or topk_mask", name);
+    fail_arg("unknown kernel family '{}': expected mha_fwd, sparse_mqa_fwd, topk_mask or mha_fwd_sm90", name);
 }
 
 std::string render_source(const KernelSpec& spec) {
