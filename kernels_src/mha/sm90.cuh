@@ -103,16 +103,26 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     unsigned long long* bar_q = (unsigned long long*)(smem + OFF_BAR);
     unsigned long long* bar_k = bar_q + 1;        // [ST]: K boxes of a stage landed
     unsigned long long* bar_v = bar_k + ST;       // [ST]: V boxes of a stage landed
-    unsigned long long* bar_empty = bar_v + ST;   // [ST]: both consumers are done with a stage
+    // [ST] each: both consumers are done with a stage's K / V. K and V are released separately: K after the
+    // Q K^T that read it, V only after the P V one iteration later, so the next K load starts a whole
+    // iteration earlier than a joint release would allow.
+    unsigned long long* bar_empty_k = bar_v + ST;
+    unsigned long long* bar_empty_v = bar_empty_k + ST;
     unsigned* bitmap = (unsigned*)(smem + OFF_BITMAP);
     if (tid == 0) {
         mbar_init(bar_q, 1);
         for (int s = 0; s < ST; ++s) {
             mbar_init(&bar_k[s], 1);
             mbar_init(&bar_v[s], 1);
-            mbar_init(&bar_empty[s], 2 * 128);
+            mbar_init(&bar_empty_k[s], 2 * 128);
+            mbar_init(&bar_empty_v[s], 2 * 128);
         }
         fence_barrier_init();
+        // Q first: it depends on nothing, so its load overlaps the masked variant's tile scan below.
+        const TensorMap* tm_q = reinterpret_cast<const TensorMap*>(&P.tm_q);
+        mbar_arrive_expect_tx(bar_q, 3 * BOX_Q);
+#pragma unroll
+        for (int i = 0; i < 3; ++i) tma_load_3d(smem + i * BOX_Q, tm_q, bar_q, 64 * i, head, q_start + m0);
     }
 
     // ---- masked: which key tiles does any row of this block attend? (the first 256 threads) ----
@@ -120,13 +130,20 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     const unsigned* gmask = p.mask + (mj_i64)(q_start + m0) * p.mask_stride_row;
     if (MJ_MASKED) {
         constexpr int PT = 256;
-        for (int i = tid; i < BITMAP_WORDS; i += NT) bitmap[i] = 0;
+        // Tiles crossing the block's causal band (not wholly visible to its first row) are visited without
+        // a scan: a column of mask words there is zero for every row above the diagonal, so scanning it
+        // would walk row batch after row batch (one memory round trip each) before finding a bit.
+        const int full_tiles = min(max(off + m0 + 1, 0) / BN, n_tiles);
+        for (int i = tid; i < BITMAP_WORDS; i += NT) {
+            const int lo = max(i * 32, full_tiles), hi = min(i * 32 + 32, n_tiles);
+            bitmap[i] = lo < hi ? (hi - lo == 32 ? ~0u : (1u << (hi - lo)) - 1u) << (lo - i * 32) : 0u;
+        }
         __syncthreads();
         // Each thread ORs one word column over a strided set of rows, so a block reads each mask row
         // coalesced and issues one shared atomic per (thread, pass). A column stops at its first nonzero
         // batch: with top-k masks spread over the prefix that is the first batch.
         if (tid < PT) {
-            const int words = min(min(n_tiles, BITMAP_TILES) * WPT, n_mwords);
+            const int words = min(min(full_tiles, BITMAP_TILES) * WPT, n_mwords);
             int lg = 0;
             while ((1 << lg) < words && (1 << lg) < PT) ++lg;
             const int wl = 1 << lg, rstep = PT >> lg;
@@ -166,24 +183,22 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         // ================================ producer ================================
         setmaxnreg_dec<PRODUCER_REGS>();
         if (tid == 0) {
-            const TensorMap* tm_q = reinterpret_cast<const TensorMap*>(&P.tm_q);
             const TensorMap* tm_kn = reinterpret_cast<const TensorMap*>(&P.tm_k_nope);
             const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
             const TensorMap* tm_v = reinterpret_cast<const TensorMap*>(&P.tm_v);
-            mbar_arrive_expect_tx(bar_q, 3 * BOX_Q);
-#pragma unroll
-            for (int i = 0; i < 3; ++i) tma_load_3d(smem + i * BOX_Q, tm_q, bar_q, 64 * i, head, q_start + m0);
             const int kp_head = P.kp_shared ? 0 : head;
             int i = 0;
             for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
                 const int s = i % ST;
-                if (i >= ST) mbar_wait(&bar_empty[s], ((i / ST) & 1) ^ 1);
+                const unsigned free_parity = ((i / ST) & 1) ^ 1;  // the release of this stage's previous use
                 unsigned char* sk = smem + OFF_K + s * STAGE_BYTES;
                 const int row = k_start + tile * BN;
+                if (i >= ST) mbar_wait(&bar_empty_k[s], free_parity);
                 mbar_arrive_expect_tx(&bar_k[s], 3 * BOX_K);
                 tma_load_3d(sk, tm_kn, &bar_k[s], 0, head, row);
                 tma_load_3d(sk + BOX_K, tm_kn, &bar_k[s], 64, head, row);
                 tma_load_3d(sk + 2 * BOX_K, tm_kp, &bar_k[s], 0, kp_head, row);
+                if (i >= ST) mbar_wait(&bar_empty_v[s], free_parity);
                 mbar_arrive_expect_tx(&bar_v[s], 2 * BOX_K);
                 tma_load_3d(sk + OFF_V, tm_v, &bar_v[s], 0, head, row);
                 tma_load_3d(sk + OFF_V + BOX_K, tm_v, &bar_v[s], 64, head, row);
@@ -255,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         const int n0 = tile * BN;
         const bool diag = n0 + BN - 1 > w_min_q;  // only tiles crossing some row's diagonal need the causal test
         if constexpr (MJ_MASKED) {
-            unsigned m[2 * WPT];
+            unsigned m[2 * WPT], all = ~0u;
 #pragma unroll
             for (int k = 0; k < 2 * WPT; ++k) {
                 unsigned w = mw[k];
@@ -263,13 +278,18 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
                     const int d = (k < WPT ? qpos0 : qpos1) - n0 - 32 * (k % WPT);  // last allowed bit
                     w &= d < 0 ? 0u : (d >= 31 ? ~0u : (2u << d) - 1u);
                 }
+                all &= w;
                 m[k] = w >> (qd * 2);
             }
+            // A top-k row whose causal prefix has <= k keys attends all of it: when the warp's 16 rows all
+            // do, the per-score bit tests (2 instructions a score) are skipped.
+            if (!__all_sync(0xffffffffu, all == ~0u)) {
 #pragma unroll
-            for (int j = 0; j < BN / 8; ++j)
+                for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
+                    for (int e = 0; e < 4; ++e)
+                        if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
+            }
         } else if (diag) {
             const int lim0 = qpos0 - n0 - qd * 2, lim1 = qpos1 - n0 - qd * 2;  // last allowed key - 2 qd
 #pragma unroll
@@ -348,6 +368,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         turn_end(false);
         wgmma_wait<0>();
         fence_regs(s);
+        mbar_arrive(&bar_empty_k[0]);
         softmax(tile);
         rescale_and_pack();
         int prev_stage = 0;
@@ -365,10 +386,11 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             turn_end(false);
             wgmma_wait<1>();  // S of this tile done; P V of the previous one may still run
             fence_regs(s);
+            mbar_arrive(&bar_empty_k[stage]);
             softmax(tile);
             wgmma_wait<0>();
             fence_regs(o);
-            mbar_arrive(&bar_empty[prev_stage]);  // K and V of the previous tile are no longer read
+            mbar_arrive(&bar_empty_v[prev_stage]);
             rescale_and_pack();
             prev_stage = stage;
             prev_phase = phase;
@@ -379,7 +401,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         turn_end(true);
         wgmma_wait<0>();
         fence_regs(o);
-        mbar_arrive(&bar_empty[prev_stage]);
+        mbar_arrive(&bar_empty_v[prev_stage]);
     }
 
     // ---- epilogue: normalize, stage through this warpgroup's (dead) Q rows, 16-byte coalesced stores ----

@@ -26,6 +26,14 @@ if [ "${MJ_SAN:-1}" = 1 ]; then
     echo "$tool rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tr '\n' ' ')"
   done
 fi
+if [ "${MJ_NCU:-0}" = 1 ]; then  # one dense and one masked launch per selected Hopper variant, h=128 S=8192
+  timeout 120 ncu --clock-control none -k regex:kern_h90 --launch-count 4 --section SpeedOfLight --section WarpStateStats \
+    --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis --section SchedulerStats \
+    /tmp/mhab/harness --ncu --only "${MJ_NCU_VARIANTS:-h90pp,h90np}" > "$OUT/ncu.txt" 2>&1; echo "ncu rc $?"
+  grep -E "kern_h90|Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|No Eligible|Shared.*Bandwidth|Stall" "$OUT/ncu.txt" | head -60
+  cuobjdump -sass /tmp/mhab/h90pp_d.o > "$OUT/sass_h90pp_d.txt" 2>&1
+  for op in HGMMA WARPGROUP.ARRIVE WARPGROUP.DEPBAR MUFU.EX2 BAR.SYNC SYNCS; do echo "$op $(grep -c "$op" "$OUT/sass_h90pp_d.txt")"; done
+fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader | tee -a "$OUT/gpu.txt"
 sed -n '/^config/,/^$/p' "$OUT/perf.log" 2>/dev/null
 cat "$OUT/cudnn.log" 2>/dev/null
