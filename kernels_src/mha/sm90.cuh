@@ -24,8 +24,12 @@
 // the tensor): such keys are masked by the causal test before the softmax, so they contribute P = 0,
 // and such query rows are never stored. Masked tile skipping covers the first 64*32*MJ_BLOCK_N keys of
 // a request (a 256-byte bitmap); tiles past that are always visited (still correct, only not skipped).
-// Angle brackets: a quoted "sm90.cuh" would find this file itself first (same name, same folder).
-#include <sm90.cuh>
+#pragma once
+// The shared Hopper wrappers (kernels_src/sm90.cuh). NVRTC resolves this by header name, as the runtime
+// passes it; a compiler that searches the including file's folder first (nvcc) finds this file instead,
+// which #pragma once makes a no-op: such builds include kernels_src/sm90.cuh before this file
+// (tools/dev/mha/wrap_mha90.cu does).
+#include "sm90.cuh"
 
 static_assert(MJ_ARCH == 90, "mha_fwd_sm90: the Hopper tier needs sm_90a (wgmma, setmaxnreg)");
 static_assert(MJ_D_NOPE == 128 && MJ_D_ROPE == 64 && MJ_D_V == 128,

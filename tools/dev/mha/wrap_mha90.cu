@@ -18,6 +18,7 @@ constexpr int MJ_ARCH = 90;
 #define MJ_CAT2(a, b) a##b
 #define MJ_CAT(a, b) MJ_CAT2(a, b)
 #define mlajit_mha_fwd_sm90 MJ_CAT(kern_, WNAME)
+#include "sm90.cuh"  // first: inside mha/sm90.cuh nvcc would resolve "sm90.cuh" to that file itself
 #include "mha/sm90.cuh"
 #include "ops/mha_sm90_maps.h"
 
