@@ -42,6 +42,20 @@ struct MhaFwdParams {
     float sm_scale_log2;      // sm_scale * log2(e), for exp2-based softmax
 };
 
+// The Hopper tier of MHA (kernels_src/mha/sm90.cuh, sm_90a) takes the same MhaFwdParams plus four TMA tensor
+// maps the host encodes with cuTensorMapEncodeTiled (bf16, 3-D {dim, head, token}, boxes of 64 x 1 x 128
+// elements, 128-byte swizzle): q (192 wide), k_nope (128), k_pe (64; head extent 1 when shared by all
+// heads) and v (128). The maps come first: a CUtensorMap must sit 64-byte aligned in parameter space.
+// ---------------------------------------------------------------------------------------------------------
+struct alignas(64) MjTensorMap {
+    unsigned long long raw[16];  // opaque CUtensorMap (128 bytes)
+};
+struct MhaFwdSm90Params {
+    MjTensorMap tm_q, tm_k_nope, tm_k_pe, tm_v;
+    MhaFwdParams p;
+    int kp_shared;  // 1: k_pe is one head shared by all (tm_k_pe's head coordinate is always 0)
+};
+
 // ---------------------------------------------------------------------------------------------------------
 // Top-k mask build: indices [T_q, topk] (request-local key positions; -1 or outside [0, s_k) skipped) ->
 // mask rows as above. Every word of every row in [0, mask_stride_row) is written (zero where no bit), so
@@ -103,6 +117,13 @@ static constexpr int mj_mha_smem_bytes(int block_m, int block_n, int stages, int
     // masked variant copies them alongside K/V, so its bit tests read shared memory, not global) + 256:
     // tile-skip bitmap scratch.
     return 2 * (block_m * d_qk + stages * block_n * (d_qk + d_v)) + stages * block_m * (block_n / 32) * 4 + 256;
+}
+// MHA, Hopper tier: one TMA producer warpgroup + MJ_BLOCK_M / 64 consumer warpgroups; Q tile resident, K and
+// V tiles MJ_STAGES deep, every tile in 64-column boxes (128-byte swizzle rows); + 1024 so the kernel can
+// align the tiles to the swizzle period, + 512 for the mbarriers and the tile-skip bitmap.
+static constexpr int mj_mha90_threads(int block_m) { return 128 + 128 * (block_m / 64); }
+static constexpr int mj_mha90_smem_bytes(int block_m, int block_n, int stages, int d_qk, int d_v) {
+    return 1024 + 2 * (block_m * d_qk + stages * block_n * (d_qk + d_v)) + 512;
 }
 // Sparse MQA: one query token and MJ_BLOCK_H heads per block; MJ_BLOCK_N gathered keys per step.
 static constexpr int mj_mqa_threads(int warps) { return warps * 32; }

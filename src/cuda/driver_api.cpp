@@ -46,6 +46,8 @@ DriverState load_driver() {
                               s.lib->path(), missing);
         return s;
     }
+    s.api.cuTensorMapEncodeTiled =
+        reinterpret_cast<decltype(s.api.cuTensorMapEncodeTiled)>(s.lib->symbol("cuTensorMapEncodeTiled"));
     s.api.library_path = s.lib->path();
     CUresult r = s.api.cuInit(0);
     if (r != CUDA_SUCCESS) {

@@ -23,6 +23,9 @@ struct DriverApi {
 #define MLAJIT_DECLARE_FIELD(fn) decltype(&::fn) fn = nullptr;
     MLAJIT_DRIVER_FUNCS(MLAJIT_DECLARE_FIELD)
 #undef MLAJIT_DECLARE_FIELD
+    // Optional: only the Hopper tier needs it (TMA tensor maps, CUDA 12+ drivers). Null when the driver
+    // lacks it; the ops then run the portable tier.
+    decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
     std::string library_path;
     int driver_version = 0;
 };

@@ -33,6 +33,8 @@ const FamilyInfo& family_info(Family f) {
         {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa/sm80.cuh", "mlajit_sparse_mqa_fwd",
          {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE"}},
         {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
+        {Family::mha_fwd_sm90, "mha_fwd_sm90", "mha/sm90.cuh", "mlajit_mha_fwd_sm90",
+         {"BLOCK_M", "BLOCK_N", "STAGES", "MASKED", "PINGPONG", "D_NOPE", "D_ROPE", "D_V"}},
         {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK"}},
     };
     return infos[(int)f];

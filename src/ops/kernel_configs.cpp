@@ -6,6 +6,10 @@
 
 namespace mlajit {
 
+namespace {
+constexpr bool kMhaSm90PingPong = true;
+}  // namespace
+
 bool use_hopper_tier(const Arch& arch) {
     return arch.sm == 90 && arch.suffix == 'a' && config().tier != TierChoice::portable;
 }
@@ -77,6 +81,24 @@ KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked) {
     return s;
 }
 
+KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong) {
+    KernelSpec s;
+    s.family = Family::mha_fwd_sm90;
+    s.arch = arch;
+    s.p = {128, 128, 2, masked ? 1 : 0, pingpong ? 1 : 0, kDimNope, kDimRope, kDimV};
+    return s;
+}
+
+KernelSpec mha_spec_for(const Arch& arch, bool masked) {
+    if (!use_hopper_tier(arch)) return mha_spec(arch, mha_tile_for(arch), masked);
+    const auto& o = config().mha_tile;
+    if (o.set() && !(o.a == 128 && o.b == 128))
+        fail(MLAJIT_ERROR_CONFIG, "MLAJIT_MHA_TILE={}x{}: the Hopper tier of MHA on {} has only the 128x128 tile; set "
+             "MLAJIT_TIER=portable to use the portable tier's tiles ({})", o.a, o.b, arch.name(), list_mha());
+    // Ping-pong of the two consumer warpgroups' GEMM issue: measured on the H200 (docs/perf_mha_notes.md).
+    return mha_sm90_spec(arch, masked, kMhaSm90PingPong);
+}
+
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t) {
     KernelSpec s;
     s.family = Family::sparse_mqa_fwd;
@@ -101,8 +123,14 @@ KernelSpec paged_gather_spec(const Arch& arch) {
     return s;
 }
 
-int mha_smem_bytes(const KernelSpec& s) { return mj_mha_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMha, kDimV); }
-int mha_threads(const KernelSpec& s) { return mj_mha_threads(s.p[2]); }
+int mha_smem_bytes(const KernelSpec& s) {
+    if (s.family == Family::mha_fwd_sm90) return mj_mha90_smem_bytes(s.p[0], s.p[1], s.p[2], kDimQkMha, kDimV);
+    return mj_mha_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMha, kDimV);
+}
+int mha_threads(const KernelSpec& s) {
+    if (s.family == Family::mha_fwd_sm90) return mj_mha90_threads(s.p[0]);
+    return mj_mha_threads(s.p[2]);
+}
 int mqa_smem_bytes(const KernelSpec& s) { return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent); }
 int mqa_threads(const KernelSpec& s) { return mj_mqa_threads(s.p[2]); }
 int mask_rows_per_block(const KernelSpec& s) { return s.p[0]; }

@@ -33,7 +33,12 @@ const std::vector<MqaTile>& supported_mqa_tiles();
 MhaTile mha_tile_for(const Arch& arch);
 MqaTile mqa_tile_for(const Arch& arch, int num_heads);
 
-KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked);
+KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked);  // portable tier (mha_fwd)
+// Hopper tier (mha_fwd_sm90): 128x128 tiles, 2 consumer warpgroups; ping-pong of their GEMM issue on/off.
+KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong);
+// The MHA kernel the ops launch on arch: the Hopper tier where use_hopper_tier(arch) (MLAJIT_MHA_TILE may
+// only name its 128x128 tile there), else the portable tier with mha_tile_for(arch).
+KernelSpec mha_spec_for(const Arch& arch, bool masked);
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t);
 KernelSpec topk_mask_spec(const Arch& arch);
 KernelSpec paged_gather_spec(const Arch& arch);

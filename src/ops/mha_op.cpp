@@ -1,6 +1,9 @@
 #include "common/error.h"
 #include "mlajit_abi.h"
+#include "common/log.h"
+#include "cuda/driver_api.h"
 #include "ops/kernel_configs.h"
+#include "ops/mha_sm90_maps.h"
 #include "ops/ops.h"
 #include "ops/tensor_check.h"
 
@@ -89,7 +92,7 @@ LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
     p.sm_scale = a.sm_scale;
     p.sm_scale_log2 = a.sm_scale * 1.4426950408889634f;
 
-    KernelSpec spec = mha_spec(arch, mha_tile_for(arch), masked);
+    KernelSpec spec = mha_spec_for(arch, masked);
     plan.grid = Dim3{(unsigned)((max_q + spec.p[0] - 1) / spec.p[0]), (unsigned)heads, (unsigned)batch};
     plan.threads = mha_threads(spec);
     plan.smem = mha_smem_bytes(spec);
@@ -99,7 +102,24 @@ LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
 
 void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream) {
     auto plan = plan_mha(h.arch(), a);
-    launch_plan(h, plan, stream);
+    if (plan.spec.family != Family::mha_fwd_sm90) return launch_plan(h, plan, stream);
+    // Hopper tier: the same parameters plus TMA tensor maps, which need the driver's encoder (CUDA 12+).
+    // A driver without it runs the portable tier instead.
+    const auto encode = driver().cuTensorMapEncodeTiled;
+    if (!encode) {
+        log().debug("the CUDA driver has no cuTensorMapEncodeTiled: MHA runs the portable tier");
+        plan.spec = mha_spec(h.arch(), mha_tile_for(h.arch()), plan.params.mask != nullptr);
+        plan.grid.x = (unsigned)((plan.params.max_seqlen_q + plan.spec.p[0] - 1) / plan.spec.p[0]);
+        plan.threads = mha_threads(plan.spec);
+        plan.smem = mha_smem_bytes(plan.spec);
+        return launch_plan(h, plan, stream);
+    }
+    const long long total_q = a.q.shape[0], total_k = present(a.k) ? a.k.shape[0] : a.k_nope.shape[0];
+    MhaFwdSm90Params p90;
+    const MhaSm90MapError e = encode_mha_sm90_maps(encode, plan.params, total_q, total_k, p90);
+    if (e.map) cu_check(e.result, "cuTensorMapEncodeTiled", fmt::format("encoding the TMA tensor map of {} for the Hopper MHA kernel "
+                                                                         "(set MLAJIT_TIER=portable to run without TMA)", e.map).c_str());
+    h.launch(plan.spec, plan.grid, plan.threads, plan.smem, &p90, stream);
 }
 
 }  // namespace mlajit

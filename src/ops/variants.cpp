@@ -40,9 +40,8 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
     for (const Arch& arch : archs) {
         add(topk_mask_spec(arch));
         add(paged_gather_spec(arch));
-        const MhaTile mt = mha_tile_for(arch);
-        add(mha_spec(arch, mt, false));
-        add(mha_spec(arch, mt, true));
+        add(mha_spec_for(arch, false));  // the Hopper tier's kernels on sm_90a, the portable tier's elsewhere
+        add(mha_spec_for(arch, true));
         for (int tp : tp_degrees) {
             if (tp < 1 || m.heads % tp != 0) fail_arg("TP degree {} does not divide the model's {} heads", tp, m.heads);
             add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp)));

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "mlajit/mlajit.hpp"
+#include "ops/kernel_configs.h"
 #include "ops/ops.h"
 #include "support/expect_invalid.h"
 
@@ -57,7 +58,7 @@ mlajit_sparse_mqa_args good_mqa() {
 
 TEST_CASE("validation: good MHA arguments plan a launch matching the spec") {
     auto plan = plan_mha(kArch, good_mha());
-    CHECK(plan.spec.family == Family::mha_fwd);
+    CHECK(plan.spec.family == (use_hopper_tier(kArch) ? Family::mha_fwd_sm90 : Family::mha_fwd));
     CHECK(plan.grid.y == 16);
     CHECK(plan.grid.z == 2);
     CHECK(plan.grid.x == (unsigned)((200 + plan.spec.p[0] - 1) / plan.spec.p[0]));  // longest request: 200 queries

@@ -5,7 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
+#include "config/env.h"
 #include "gpu/gpu_fixture.h"
 #include "reference/reference.h"
 
@@ -238,10 +242,28 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     expect_ok(R::check_max_logits("max_logits", R::View(ml.data(), h, 1), want));
 }
 
+// Runs body once per MHA tier: MLAJIT_TIER=auto (the Hopper tier on sm_90a, else the portable one) and
+// MLAJIT_TIER=portable, so that one H200 keeps both tiers tested. The caller's setting is restored.
+template <class F>
+void for_each_tier(F body) {
+    const char* prev = std::getenv("MLAJIT_TIER");
+    const std::optional<std::string> saved = prev ? std::optional<std::string>(prev) : std::nullopt;
+    for (const char* tier : {"auto", "portable"}) {
+        setenv("MLAJIT_TIER", tier, 1);
+        reload_config();
+        INFO("MLAJIT_TIER=" << tier);
+        body();
+    }
+    if (saved) setenv("MLAJIT_TIER", saved->c_str(), 1);
+    else unsetenv("MLAJIT_TIER");
+    reload_config();
+}
+
 }  // namespace
 
 TEST_CASE("gpu: top-k mask + masked MHA + dense MHA over the grid") {
     MLAJIT_REQUIRE_GPU();
+    for_each_tier([&] {
     for (int64_t h : {16, 32, 64, 128}) {
         for (int sq : {1, 63, 200, 1000, 3000}) {
             if (h >= 64 && sq == 3000) continue;  // covered by the large case below at 128 heads
@@ -251,10 +273,13 @@ TEST_CASE("gpu: top-k mask + masked MHA + dense MHA over the grid") {
         }
     }
     run_mha_case(G, {128, make_batch({{3000, 3000}}), true, true});
+    run_mha_case(G, {128, make_batch({{3000, 3000}}), false, true});
+    });
 }
 
 TEST_CASE("gpu: MHA varlen batches with chunked context (s_k > s_q) and odd key offsets") {
     MLAJIT_REQUIRE_GPU();
+    for_each_tier([&] {
     // Key offsets 37, 37+301, ...: not multiples of 32 (a known pitfall of word-shifted masks).
     Batch mixed = make_batch({{5, 37}, {63, 301}, {200, 1200}, {1, 999}, {130, 130}});
     for (bool masked : {false, true})
@@ -263,6 +288,10 @@ TEST_CASE("gpu: MHA varlen batches with chunked context (s_k > s_q) and odd key 
     run_mha_case(G, {128, make_batch({{200, 2500}, {1, 3000}, {63, 63}}), true, true, 2048});
     // s_q > s_k: the first s_q - s_k queries see no key at all (bottom-right alignment).
     run_mha_case(G, {16, make_batch({{50, 20}, {10, 0}}), false, true});
+    // cu_seqlens[0] > 0 is covered by the op validation tests; here odd s_q around the 64/128-row halves.
+    run_mha_case(G, {16, make_batch({{65, 65}, {127, 129}, {129, 4000}, {191, 191}}), false, false});
+    run_mha_case(G, {16, make_batch({{65, 65}, {127, 129}, {129, 4000}, {191, 191}}), true, true, 64});
+    });
 }
 
 TEST_CASE("gpu: sparse MQA over heads, topk, invalid and duplicate indices, batched form") {

@@ -14,6 +14,10 @@ mha() {  # name bm bn warps masked stages [extra nvcc flags...]
     "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWBM=$bm -DWBN=$bn -DWW=$w -DWMASK=$m -DWST=$st -DWNAME=$n "$@" \
         -c "$here/wrap_mha.cu" -o "$bd/$n.o" > "$bd/$n.log" 2>&1 || { cat "$bd/$n.log"; exit 1; }
 }
+mha90() {  # name masked pingpong
+    "$NVCC" "${FLAGS[@]}" -I "$here/../../../src" -Xptxas -v -DWMASK=$2 -DWPP=$3 -DWNAME=$1 \
+        -c "$here/wrap_mha90.cu" -o "$bd/$1.o" > "$bd/$1.log" 2>&1 || { cat "$bd/$1.log"; exit 1; }
+}
 msk() {  # name rpb
     "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWRPB=$2 -DWNAME=$1 -c "$here/wrap_mask.cu" -o "$bd/$1.o" > "$bd/$1.log" 2>&1 \
         || { cat "$bd/$1.log"; exit 1; }
@@ -30,14 +34,19 @@ c64x64x4x2 64 64 4 2
 c64x32x4x2 64 32 4 2
 c128x128x8x2 128 128 8 2
 CFGS
+for pp in 0 1; do
+    n=h90np; [ $pp = 1 ] && n=h90pp
+    mha90 ${n}_d 0 $pp & pids+=($!)
+    mha90 ${n}_m 1 $pp & pids+=($!)
+done
 msk rpb4 4 & pids+=($!)
 msk rpb1 1 & pids+=($!)
 "$NVCC" "${FLAGS[@]}" -c "$here/harness.cu" -o "$bd/harness.o" & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build failed"; exit 1; }
-for f in "$bd"/c*.log "$bd"/rpb*.log; do
+for f in "$bd"/c*.log "$bd"/h90*.log "$bd"/rpb*.log; do
     echo "$(basename "$f" .log): $(grep -h -E 'registers|spill' "$f" | grep -v 'Compiling' | tr -s ' ' | tr '\n' ' ')"
 done
-"$NVCC" "${FLAGS[@]}" "$bd"/*.o -o "$bd/harness" -lpthread
+"$NVCC" "${FLAGS[@]}" "$bd"/*.o -o "$bd/harness" -lpthread -ldl
 echo "built $bd/harness"

@@ -40,7 +40,9 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 // The tested configs of mha_fwd.cuh (BLOCK_M x BLOCK_N x WARPS x STAGES), built by build.sh under these
 // names. (Device run 3 also timed EXPERIMENTAL variants -- Q re-read from shared memory at 64-key tiles,
 // lazy rescale, a 3-stage ping-pong -- since removed; see docs/perf_mha_notes.md.)
-#define MHA_VARIANTS(X) X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128)
+// h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers.
+#define MHA_VARIANTS(X) \
+    X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128) X(h90pp, 128) X(h90np, 128)
 #define DECL_MHA(n, bm)                                                      \
     extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
     extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);
@@ -264,7 +266,11 @@ static void setup_problem(Problem& P, int h, const std::vector<Req>& reqs, int k
     }
 }
 
+long long mha90_totals[2];  // token counts of q and k for the Hopper launchers' tensor maps
+
 static MhaFwdParams make_params(const Problem& P, bool masked) {
+    mha90_totals[0] = P.Tq;
+    mha90_totals[1] = P.Tk;
     MhaFwdParams p;
     memset(&p, 0, sizeof p);
     p.q = P.dq;
@@ -611,12 +617,13 @@ static float time_ms(F launch, int warm = 3, int reps = 15) {
 }
 
 int main(int argc, char** argv) {
-    bool perf = true, check = true, ncu = false;
+    bool perf = true, check = true, ncu = false, quick = false;  // --quick: small cases A and C only
     std::string only, skip;  // comma-separated variant names
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--no-perf")) perf = false;
         if (!strcmp(argv[i], "--no-check")) check = false;
         if (!strcmp(argv[i], "--ncu")) ncu = true;
+        if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--only") && i + 1 < argc) only = std::string(",") + argv[++i] + ",";
         if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = std::string(",") + argv[++i] + ",";
     }
@@ -656,6 +663,7 @@ int main(int argc, char** argv) {
         };
         for (size_t ci = 0; ci < cases.size(); ++ci) {
             const SmallCase& sc = cases[ci];
+            if (quick && ci != 0 && ci != 2) continue;
             Problem P;
             const double t0 = now_s();
             setup_problem(P, sc.h, sc.reqs, sc.kp_mode, sc.pad, true, seed + 101 * ci, sc.amp_q, 1.f, ds_scale * 1.25f);
@@ -694,8 +702,9 @@ int main(int argc, char** argv) {
     };
     std::vector<PerfRow> table;
     if (perf) {
-        const int H = 128;
-        for (int S : {4096, 8192}) {
+        const std::vector<std::pair<int, int>> shapes = {{128, 4096}, {128, 8192}, {16, 16384}};
+        for (const auto& hs : shapes) {
+            const int H = hs.first, S = hs.second;
             Problem P;
             setup_problem(P, H, {{S, S}}, 0, false, false, seed + S, 1.f, 1.f, ds_scale);
             make_indices(P, 2048, 1, seed + S + 5, 0);
@@ -704,7 +713,7 @@ int main(int argc, char** argv) {
                 CK(launch_rpb4(&m, 0));
                 CK(cudaDeviceSynchronize());
                 const float ms = time_ms([&] { CK(launch_rpb4(&m, 0)); });
-                table.push_back({"mask rpb4", "S=" + std::to_string(S) + " topk2048 build", ms, 0, 0});
+                table.push_back({"mask rpb4", "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms, 0, 0});
             }
             check_mask(P, launch_rpb4, "rpb4");
             double pairs_causal = 0, pairs_att = 0;
@@ -729,13 +738,13 @@ int main(int argc, char** argv) {
                     report(what, check_mha(P, refs[masked]));
                     MhaFwdParams p = make_params(P, masked);
                     const float ms = time_ms([&] { CK(fn(&p, 0)); });
-                    table.push_back({cfg.name, std::string(masked ? "masked top2048" : "dense causal") + " S=" + std::to_string(S),
+                    table.push_back({cfg.name, std::string(masked ? "masked top2048" : "dense causal") + " h=" + std::to_string(H) + " S=" + std::to_string(S),
                                      ms, fl_dense / (ms * 1e-3) / 1e12, (masked ? fl_att : fl_dense) / (ms * 1e-3) / 1e12});
                 }
             }
             P.free_all();
         }
-        printf("\n%-13s %-28s %10s %14s %16s\n", "config", "case (h=128, batch 1)", "ms", "TFLOP/s(dense)", "TFLOP/s(attended)");
+        printf("\n%-13s %-28s %10s %14s %16s\n", "config", "case (batch 1)", "ms", "TFLOP/s(dense)", "TFLOP/s(attended)");
         for (auto& r : table)
             printf("%-13s %-28s %10.3f %14.1f %16.1f\n", r.cfg.c_str(), r.what.c_str(), r.ms, r.tflops, r.tflops_attended);
     }
