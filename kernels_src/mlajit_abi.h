@@ -129,5 +129,10 @@ static constexpr int mj_mqa_smem_bytes(int block_h, int block_n, int stages, int
     return 2 * (block_h * d_qk + stages * block_n * d_qk + block_h * block_n) + 512 + 4 * block_h +
            stages * block_n + mj_mqa_index_set_bytes + 0 * d_v;
 }
+// Sparse MQA, Hopper tier (sparse_mqa/sm90.cuh): one token x 64 heads a block, two math warpgroups + one
+// producer warpgroup; Q, a 2-slot ring of 64-key tiles (576 wide), P (bf16 64 x 64), row-stat scratch, the ring's
+// mbarriers and the row's key set.
+static constexpr int mj_mqa90_threads() { return 3 * 128; }
+static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 + 2 * 64 * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes; }
 // Mask build: MJ_ROWS_PER_BLOCK query rows per block.
 static constexpr int mj_mask_threads() { return 256; }

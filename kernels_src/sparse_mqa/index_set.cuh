@@ -9,8 +9,10 @@
 // The c-th kept key (c < nvalid) is then found by a binary search over pref and a find-n-th-set-bit in one
 // word, so the main loop runs over ceil(nvalid / BLOCK_N) full tiles: -1 padding and duplicates cost nothing
 // wherever they sit in the row.
-// Duplicates are found with an open-addressing hash set in scratch shared memory (the gather ring, which is
-// free before the pipeline starts): the copy whose compare-and-swap inserts the key survives.
+// Duplicates are found with an open-addressing hash table in scratch shared memory (the gather ring, which is
+// free before the pipeline starts): entries are (key, lowest position holding it), 64 bits each; the copy at
+// the lowest position survives, so the compacted order (and with it every result bit) is the same on every
+// run, whatever order the threads insert in.
 #pragma once
 #include "mlajit_device.cuh"
 
@@ -20,8 +22,9 @@ constexpr int kMaxWidth = mj_mqa_max_width;          // index row width bound (h
 constexpr int kWords = kMaxWidth / 32;               // keep / pref entries
 constexpr int kSetBytes = mj_mqa_index_set_bytes;    // keep [kWords] u32, pref [kWords] u16, nvalid
 static_assert(kSetBytes >= kWords * 6 + 4, "index set layout");
-constexpr int kHashBytes = 2 * kMaxWidth * 4;        // scratch the widest row's hash set needs
-constexpr unsigned kEmpty = 0xffffffffu;
+constexpr int kHashSlotsMax = kMaxWidth;             // 8 bytes a slot
+constexpr int kHashBytes = kHashSlotsMax * 8;         // scratch the widest row's table needs
+constexpr unsigned long long kEmpty = ~0ull;
 
 // The request a token belongs to and where its keys live.
 struct Request {
@@ -75,11 +78,30 @@ MJ_DEVICE bool key_valid(const SparseMqaFwdParams& p, const Request& rq, int key
 
 MJ_DEVICE unsigned hash_slot(unsigned key, unsigned mask) { return (key * 2654435761u >> 7) & mask; }
 
-// Hash-set slots for a row of `width` positions: a power of two >= 2 * width (load factor <= 1/2).
+// Hash-table slots for a row of `width` positions: a power of two >= 2 * width (load factor <= 1/2), at most
+// kHashSlotsMax (then >= width: the load factor stays <= 1 and every insert finds a slot).
 MJ_DEVICE int hash_slots(int width) {
     int n = 64;
-    while (n < 2 * width) n <<= 1;
+    while (n < 2 * width && n < kHashSlotsMax) n <<= 1;
     return n;
+}
+
+// Inserts (key, pos) keeping the lowest position per key; returns the slot.
+MJ_DEVICE unsigned hash_insert(unsigned long long* tab, unsigned mask, unsigned key, unsigned pos) {
+    const unsigned long long mine = ((unsigned long long)key << 32) | pos;
+    unsigned s = hash_slot(key, mask);
+    unsigned long long cur = tab[s];
+    for (;;) {
+        if (cur == kEmpty || (unsigned)(cur >> 32) == key) {
+            if (cur != kEmpty && (unsigned)cur <= pos) return s;  // a lower copy is already there
+            const unsigned long long seen = atomicCAS(&tab[s], cur, mine);
+            if (seen == cur) return s;
+            cur = seen;  // lost a race: look at what is there now (same slot)
+        } else {
+            s = (s + 1) & mask;
+            cur = tab[s];
+        }
+    }
 }
 
 // Builds keep / pref / nvalid for the token's row. All THREADS threads of the block call it; `hash` is
@@ -88,27 +110,35 @@ MJ_DEVICE int hash_slots(int width) {
 // valid index in the paged form).
 template <int THREADS>
 MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
-                         unsigned short* pref, int* nvalid, unsigned* hash) {
+                         unsigned short* pref, int* nvalid, unsigned long long* hash) {
     static_assert(THREADS % 32 == 0, "whole warps");
+    static_assert(kMaxWidth % THREADS == 0 || THREADS % 32 == 0, "positions a thread");
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int slots = hash_slots(width);
     for (int i = tid; i < slots; i += THREADS) hash[i] = kEmpty;
     __syncthreads();
     const unsigned mask = (unsigned)slots - 1;
-    // Each warp takes 32 consecutive positions at a time: its ballot is one keep word.
-    for (int base = w * 32; base < width; base += THREADS) {
-        const int pos = base + lane;
-        const int key = pos < width ? irow[pos] : -1;
-        bool keepit = pos < width && key_valid(p, rq, key);
-        if (keepit) {
-            unsigned s = hash_slot((unsigned)key, mask);
-            for (;;) {
-                const unsigned old = atomicCAS(&hash[s], kEmpty, (unsigned)key);
-                if (old == kEmpty) break;                   // inserted: this copy survives
-                if (old == (unsigned)key) { keepit = false; break; }  // another copy got there first
-                s = (s + 1) & mask;
-            }
+    // Pass 1: every valid position inserts itself; the table ends with the lowest position of each key.
+    // Each thread remembers the slots of its positions (rows up to kMaxWidth: kMaxWidth / THREADS + 1 each).
+    constexpr int kPer = (kMaxWidth + THREADS - 1) / THREADS;
+    int slot_of[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int pos = w * 32 + i * THREADS + lane;
+        slot_of[i] = -1;
+        if (pos < width) {
+            const int key = irow[pos];
+            if (key_valid(p, rq, key)) slot_of[i] = (int)hash_insert(hash, mask, (unsigned)key, (unsigned)pos);
         }
+    }
+    __syncthreads();
+    // Pass 2: a position is kept iff it is its key's lowest. Each warp's 32 consecutive positions: one word.
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int base = w * 32 + i * THREADS;
+        if (base >= width) break;  // uniform across the warp
+        const int pos = base + lane;
+        const bool keepit = slot_of[i] >= 0 && (unsigned)hash[slot_of[i]] == (unsigned)pos;
         const unsigned bal = __ballot_sync(0xffffffffu, keepit);
         if (lane == 0) keep[base >> 5] = bal;
     }

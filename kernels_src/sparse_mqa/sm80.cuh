@@ -259,7 +259,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
         }
     }
     // The row's compacted key set; the ring is its hash scratch (nothing is gathered yet).
-    mj_idx::build_set<kThreads>(p, rq, irow, topk, s_keep, s_pref, s_nvalid, (unsigned*)(smem + kOffK));
+    mj_idx::build_set<kThreads>(p, rq, irow, topk, s_keep, s_pref, s_nvalid, (unsigned long long*)(smem + kOffK));
     const int nvalid = *s_nvalid;
     const int nwords = (topk + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;

@@ -52,6 +52,9 @@ MhaTile mha_tile_for(const Arch& arch) {
 }
 
 MqaTile mqa_tile_for(const Arch& arch, int num_heads) {
+    // Hopper tier: the wgmma kernel (sparse_mqa/sm90.cuh) for more than 32 heads; at 16 and 32 heads its
+    // 64-row wgmma tile would pad the heads, and the portable 16/32-head tiles are used (see PERF.md).
+    if (use_hopper_tier(arch) && num_heads > 32 && !config().mqa_tile.set()) return kMqaHopperTile;
     const auto& o = config().mqa_tile;
     if (o.set()) {
         for (auto& t : supported_mqa_tiles())
@@ -79,8 +82,13 @@ KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked) {
 
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t) {
     KernelSpec s;
-    s.family = Family::sparse_mqa_fwd;
     s.arch = arch;
+    if (t.warps == kMqaHopperWarps) {  // the Hopper tier's one specialization (64 x 64, 2 stages)
+        s.family = Family::sparse_mqa_fwd_sm90;
+        s.p = {t.block_h, t.block_n, t.stages, kDimLatent, kDimRope};
+        return s;
+    }
+    s.family = Family::sparse_mqa_fwd;
     s.p = {t.block_h, t.block_n, t.warps, t.stages, kDimLatent, kDimRope};
     return s;
 }
@@ -95,8 +103,14 @@ KernelSpec topk_mask_spec(const Arch& arch) {
 
 int mha_smem_bytes(const KernelSpec& s) { return mj_mha_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMha, kDimV); }
 int mha_threads(const KernelSpec& s) { return mj_mha_threads(s.p[2]); }
-int mqa_smem_bytes(const KernelSpec& s) { return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent); }
-int mqa_threads(const KernelSpec& s) { return mj_mqa_threads(s.p[2]); }
+int mqa_smem_bytes(const KernelSpec& s) {
+    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
+    return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
+}
+int mqa_threads(const KernelSpec& s) {
+    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_threads();
+    return mj_mqa_threads(s.p[2]);
+}
 int mask_rows_per_block(const KernelSpec& s) { return s.p[0]; }
 
 }  // namespace mlajit
