@@ -359,8 +359,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
 
     // Row maxima across the row group, online-softmax update, P (bf16) and alpha to shared memory.
     // vbits: validity of this thread's columns (bit 2*nt + j: column nt*8 + 2t + j of its warp tile).
-    auto softmax = [&](float (&s)[kNTW][4], unsigned vbits) {
+    // active: this warp does S (the idle warps of configs with kQW < 8 only take part in the barrier, at the
+    // same instruction, which is what compute-sanitizer's synccheck expects of a barrier).
+    auto softmax = [&](float (&s)[kNTW][4], unsigned vbits, bool active) {
         float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
+        if (active) {
 #pragma unroll
         for (int nt = 0; nt < kNTW; ++nt)
 #pragma unroll
@@ -375,7 +378,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             s_stat[orow0 * kCG + cg] = mx0;
             s_stat[(orow0 + 8) * kCG + cg] = mx1;
         }
-        mj_bar_sync(kBarRg + rg, kRgThreads);  // the warps sharing these rows
+        }
+        mj_bar_sync(kBarRg + (kQW == 8 ? rg : 0), kRgThreads);  // the warps sharing these rows
+        if (!active) return;
         float tm0 = MJ_NEG_INF, tm1 = MJ_NEG_INF;
 #pragma unroll
         for (int c = 0; c < kCG; ++c) {
@@ -524,7 +529,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
                     for (int i = 0; i < 4; ++i) s[nt][i] = acc[0][nt][i] + r[i];
                 }
             }
-            softmax(s, vbits);
+            softmax(s, vbits, true);
             mj_bar_sync(kBarRg + rg, 128);  // this group's P rows and alphas are complete
             rescale_and_pv(stage);
             mj_mbar_arrive(mb_empty + 8 * slot);  // release: this thread's reads of the slot are done
@@ -543,12 +548,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             mj_cp_async_commit();
 
             const mj_u32 stage = sb + kOffK + st * kStageBytes;
+            float s[kNTW][4];
+            unsigned vbits = 0;
             if (w < kQW) {
                 float acc[kMTW][kNTW][4];
                 zero_acc(acc);
                 const mj_u32 kn = stage + krow * 1024;
                 const mj_u32 kr = stage + kN * 1024 + krow * 128;
-                float s[kNTW][4];
                 if constexpr (kKH == 2) {
                     if constexpr (MJ_MQA_DEV_SKIP != 2) {
                         if (kh == 0) qk_steps<0, 18>(acc, qn, qr, kn, kr, oa, ob);
@@ -583,17 +589,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
                 }
                 // Invalid keys were zero-filled; their flags come from the loaders.
                 const unsigned char* vflag = s_vm + st * kN + cg * kWN + 2 * t;
-                unsigned vbits = 0;
 #pragma unroll
                 for (int nt = 0; nt < kNTW; ++nt) {
                     const unsigned f2 = *(const unsigned short*)(vflag + nt * 8);  // columns 2t, 2t+1
                     vbits |= ((f2 & 0xffu) ? 1u : 0u) << (2 * nt);
                     vbits |= ((f2 >> 8) ? 1u : 0u) << (2 * nt + 1);
                 }
-                softmax(s, vbits);
-            } else {
-                mj_bar_sync(kBarRg, kRgThreads);  // idle S warps still take part in the row-group barrier
             }
+            softmax(s, vbits, w < kQW);  // idle S warps still take part in the row-group barrier
             // P and alpha complete; every exchange read is done, so slot rs's rope columns may be gathered into.
             __syncthreads();
             if (have) {

@@ -11,9 +11,11 @@
 //    are stored as nine 64-column blocks of [rows][128 B] with the 128-byte swizzle (16-byte chunk XOR
 //    row % 8), the layout wgmma reads: K-major for S = Q K^T, and the first eight blocks of the same tile
 //    read MN-major (transposed) as V for O = P V. No copy of V.
-//  * Warpgroup 2 (the producer, 24 registers a thread after setmaxnreg; the math warpgroups get 240)
-//    gathers the tiles: two threads a key row, 36 cp.async of 16 bytes each, completion arriving on the
-//    slot's "full" mbarrier; it refills a slot once both math warpgroups arrived on its "empty" mbarrier.
+//  * Warpgroup 2 (the producer, 40 registers a thread after setmaxnreg; the math warpgroups get 232)
+//    gathers the tiles: a warp copies one key row at a time with coalesced 16-byte cp.async (512 bytes
+//    an instruction), completion arriving on the slot's "full" mbarrier; it refills a slot once both math
+//    warpgroups arrived on its "empty" mbarrier. (v1 gave each thread half a row: 16 rows per
+//    instruction, 36 instructions a thread; gather-bound at 8.7 ms for h = 128 at 8k.)
 //  * Warpgroup g (warps 4g..4g+3) computes S for keys 32g..32g+31 of the tile (m64n32k16, 36 k-steps),
 //    the two exchange row maxima through shared memory (one named barrier), each writes its half of
 //    P (bf16) to shared memory, and after a second barrier each accumulates its half of the 512 output
@@ -117,6 +119,13 @@ MJ_DEVICE void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a, u
 }  // namespace mj90
 // ================= end of the Hopper PTX wrappers =================
 
+#ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
+#define MJ_MQA90_OVERLAP 1
+#endif
+#ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong)
+#define MJ_MQA90_DEV_SKIP 0
+#endif
+
 namespace mj_mqa90 {
 
 constexpr int kH = MJ_BLOCK_H;
@@ -188,22 +197,27 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     const int ntiles = (nvalid + kN - 1) / kN;
 
     if (warp >= 8) {
-        // ---- producer: gather tile t into slot t % kS; thread pair (2r, 2r+1) gathers row r, 36 chunks each ----
-        mj90::setmaxnreg_dec<24>();
-        const int pt = tid - kConsumers, r = pt >> 1, half = pt & 1;
+        // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
+        // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
+        // 512 contiguous bytes of one latent row, and its shared-memory writes fill every bank 4 times.
+        mj90::setmaxnreg_dec<40>();
+        const int pw = warp - 8;
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
-            const int c = t * kN + r;
-            const unsigned char* rowp =
+            const int c = t * kN + pw * 16 + (lane & 15);  // lanes 16..31 repeat lanes 0..15's rows
+            const unsigned char* mine =
                 c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
-            const bool ok = rowp != nullptr;
-            const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
-#pragma unroll 12
-            for (int i = 0; i < 36; ++i) {
-                const int ch = 2 * i + half;
-                mj90::cp_async_16(tile + tile_off(r, ch), src + ch * 16, ok);
+#pragma unroll 4
+            for (int i = 0; i < 16; ++i) {
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                const int r = pw * 16 + i;
+                const bool ok = rowp != nullptr;
+                const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+                mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
+                mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
+                if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
             }
             mj90::cp_async_mbar_arrive_noinc(&full[slot]);
         }
@@ -212,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     }
 
     // ---- math warpgroups ----
-    mj90::setmaxnreg_inc<240>();
+    mj90::setmaxnreg_inc<232>();
     const int wg = warp >> 2;                    // 0 or 1
     const int wt = tid & 127;                    // thread within the warpgroup
     const int row0 = (wt >> 5) * 16 + (lane >> 2);  // accumulator rows row0, row0 + 8
@@ -231,26 +245,37 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     float m0 = MJ_NEG_INF, m1 = MJ_NEG_INF, l0 = 0.f, l1 = 0.f;
 
-    for (int t = 0; t < ntiles; ++t) {
-        const int slot = t % kS;
-        mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
-        mj90::fence_proxy_async();
-        const unsigned tile = sk + slot * kTileBytes;
-        // S[64 heads x 32 keys of this warpgroup] = Q K^T over 36 k-steps of 16.
-        float s[16];
+    // S[64 heads x this warpgroup's 32 keys] of the tile in `tile` = Q K^T over 36 k-steps of 16 (issued,
+    // committed as one group; the caller waits).
+    float s[16];
+    auto issue_s = [&](unsigned tile) {
 #pragma unroll
         for (int i = 0; i < 16; ++i) s[i] = 0.f;
         mj90::wgmma_fence();
+        if constexpr (MJ_MQA90_DEV_SKIP == 0) {
 #pragma unroll
-        for (int kk = 0; kk < 36; ++kk) {
-            const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
-            mj90::wgmma_m64n32k16_ss<0>(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16),
-                                        mj90::smem_desc_addr(tile + koff + wg * 32 * 128, 128, 1024, 16));
+            for (int kk = 0; kk < 36; ++kk) {
+                const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
+                mj90::wgmma_m64n32k16_ss<0>(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16),
+                                            mj90::smem_desc_addr(tile + koff + wg * 32 * 128, 128, 1024, 16));
+            }
         }
         mj90::wgmma_commit();
-        mj90::wgmma_wait<0>();
-
-        // Mask slots past the key set's end; row maxima over this warpgroup's keys.
+    };
+    // O[:, 256 wg ..] += P V: V = the first 8 column blocks of the tile, read MN-major.
+    auto issue_pv = [&](unsigned tile) {
+        mj90::wgmma_fence();
+        if constexpr (MJ_MQA90_DEV_SKIP == 0) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(sp + j * 32, 128, 1024, 16),
+                                             mj90::smem_desc_addr(tile + wg * 4 * kBlk + j * 2048, 128, 1024, kBlk));
+        }
+        mj90::wgmma_commit();
+    };
+    // Online softmax of tile t (S in s): row maxima exchanged between the warpgroups, O rescaled, this
+    // warpgroup's half of P written; ends when both halves of P are in shared memory.
+    auto softmax = [&](int t) {
         const int cbase = t * kN + wg * 32 + 2 * q4;
         float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
 #pragma unroll
@@ -271,6 +296,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
         mx0 = fmaxf(mx0, s_max[(1 - wg) * 64 + row0]);
         mx1 = fmaxf(mx1, s_max[(1 - wg) * 64 + row0 + 8]);
         const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
         const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
         const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
         const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
@@ -286,8 +312,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
             rs0 += p00 + p01;
             rs1 += p10 + p11;
             const int ch = wg * 4 + i;  // 16-byte chunk of keys 8ch..8ch+7
-            *(mj_u32*)(prow0 + (((ch ^ (row0 & 7))) << 4) + q4 * 4) = mj_pack_bf16x2(p00, p01);
-            *(mj_u32*)(prow1 + (((ch ^ ((row0 + 8) & 7))) << 4) + q4 * 4) = mj_pack_bf16x2(p10, p11);
+            *(mj_u32*)(prow0 + ((ch ^ (row0 & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p00, p01);
+            *(mj_u32*)(prow1 + ((ch ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p10, p11);
         }
         l0 = l0 * al0 + rs0;
         l1 = l1 * al1 + rs1;
@@ -302,16 +328,48 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
         }
         mj90::fence_proxy_async();  // P (ordinary stores) is read by wgmma
         mj90::named_bar_sync(kBarP, kConsumers);
-        // O[:, 256 wg ..] += P V: V = the first 8 column blocks of the tile, read MN-major.
-        mj90::wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-            mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(sp + j * 32, 128, 1024, 16),
-                                         mj90::smem_desc_addr(tile + wg * 4 * kBlk + j * 2048, 128, 1024, kBlk));
-        mj90::wgmma_commit();
+    };
+
+#if MJ_MQA90_OVERLAP
+    // Overlapped: the tensor pipe runs P V of tile t and S of tile t + 1 back to back; the softmax of t + 1
+    // follows. A slot is released when its P V completes.
+    if (ntiles > 0) {
+        mj90::mbar_wait(&full[0], 0u);
+        mj90::fence_proxy_async();
+        issue_s(sk);
+        mj90::wgmma_wait<0>();
+    }
+    for (int t = 0; t < ntiles; ++t) {
+        const int slot = t % kS;
+        softmax(t);  // P V of t - 1 completed at the end of the previous iteration: P and O are free
+        issue_pv(sk + slot * kTileBytes);
+        if (t + 1 < ntiles) {
+            const int ns = (t + 1) % kS;
+            mj90::mbar_wait(&full[ns], (unsigned)(((t + 1) / kS) & 1));
+            mj90::fence_proxy_async();
+            issue_s(sk + ns * kTileBytes);
+            mj90::wgmma_wait<1>();  // P V of t done (groups complete in order)
+            mj90::mbar_arrive(&empty[slot]);
+            mj90::wgmma_wait<0>();
+        } else {
+            mj90::wgmma_wait<0>();
+            mj90::mbar_arrive(&empty[slot]);
+        }
+    }
+#else
+    for (int t = 0; t < ntiles; ++t) {
+        const int slot = t % kS;
+        mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
+        mj90::fence_proxy_async();
+        const unsigned tile = sk + slot * kTileBytes;
+        issue_s(tile);
+        mj90::wgmma_wait<0>();
+        softmax(t);
+        issue_pv(tile);
         mj90::wgmma_wait<0>();
         mj90::mbar_arrive(&empty[slot]);
     }
+#endif
 
     // ---- epilogue: total row sums across the two warpgroups, lse / max_logits, O normalized and stored ----
     l0 = mj_warp_sum4(l0);

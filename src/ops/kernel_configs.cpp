@@ -52,9 +52,10 @@ MhaTile mha_tile_for(const Arch& arch) {
 }
 
 MqaTile mqa_tile_for(const Arch& arch, int num_heads) {
-    // Hopper tier: the wgmma kernel (sparse_mqa/sm90.cuh) for more than 32 heads; at 16 and 32 heads its
-    // 64-row wgmma tile would pad the heads, and the portable 16/32-head tiles are used (see PERF.md).
-    if (use_hopper_tier(arch) && num_heads > 32 && !config().mqa_tile.set()) return kMqaHopperTile;
+    // Hopper tier: the wgmma kernel (sparse_mqa/sm90.cuh) above 16 heads. Its wgmma tile is 64 heads, so
+    // at 32 heads it pads 2x and still beats the portable 32-head tile (H200, 8k: 5.5 against 7.5 ms); at
+    // 16 heads the portable 16-head tile (two blocks per SM) measured faster (docs/perf_mqa_notes.md).
+    if (use_hopper_tier(arch) && num_heads > 16 && !config().mqa_tile.set()) return kMqaHopperTile;
     const auto& o = config().mqa_tile;
     if (o.set()) {
         for (auto& t : supported_mqa_tiles())

@@ -159,7 +159,7 @@ TEST_CASE("validation: sparse MQA") {
         auto m = invalid([&] { plan_sparse_mqa(kArch, a); });
         CHECK(has(m, "indices"));
         CHECK(has(m, "1..8192"));
-        CHECK(has(m, std::to_string(width)));
+        CHECK(has(m, std::to_string(width).c_str()));
     }
     {
         auto a = good_mqa();

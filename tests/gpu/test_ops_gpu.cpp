@@ -261,7 +261,7 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
         }
         max_blocks += 1;
         num_pages = need + 3;
-        std::vector<int32_t> perm(size_t(num_pages));
+        std::vector<int32_t> perm(static_cast<size_t>(num_pages));
         for (int64_t i = 0; i < num_pages; ++i) perm[size_t(i)] = int32_t(i);
         for (int64_t i = num_pages - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.uniform_int(0, i))]);
         pages.assign(size_t(num_pages * bs * 576), 0x7f7f);  // ~3e38: a read of a row nobody owns shows

@@ -12,9 +12,9 @@ SAN_CONFIGS=${SAN_CONFIGS:-h64sm90,h16n32s2}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 timeout 120 ./build/harness --configs $CONFIGS --no-bench --log $OUT/check.log > /dev/null 2>&1; echo "check rc $?"
 grep -E "FAIL|checks" $OUT/check.log | head -20
-for mode in end scatter; do
+for mode in ${BENCH_MODES:-end scatter}; do
   extra=""; [ $mode = scatter ] && extra=--scatter
-  timeout 150 ./build/harness --configs $CONFIGS --no-check --bench-s ${BENCH_S:-8192} $extra --reps 7 --log $OUT/bench_$mode.log > /dev/null 2>&1
+  timeout 150 ./build/harness --configs $CONFIGS --no-check --bench-s ${BENCH_S:-8192} --bench-heads ${BENCH_HEADS:-128,64,32,16} $extra --reps 7 --log $OUT/bench_$mode.log > /dev/null 2>&1
   echo "bench $mode rc $?"
 done
 if command -v compute-sanitizer > /dev/null; then
@@ -23,4 +23,4 @@ if command -v compute-sanitizer > /dev/null; then
     echo "sanitizer $tool rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks' $OUT/san_$tool.log | tr '\n' ' ')"
   done
 fi
-for mode in end scatter; do echo "== bench ($mode padding)"; sed -n '/^config/,$p' $OUT/bench_$mode.log; done
+for mode in ${BENCH_MODES:-end scatter}; do echo "== bench ($mode padding)"; sed -n '/^config/,$p' $OUT/bench_$mode.log; done
