@@ -75,19 +75,27 @@ struct TopkMaskParams {
 
 // ---------------------------------------------------------------------------------------------------------
 // Sparse MQA prefill (FlashMLA's sparse prefill semantics): q [s_q, h, 576] (absorbed nope 512 ; rope 64),
-// kv [s_kv, 576] shared by all heads, indices [s_q, topk] -> out [s_q, h, 512] = softmax(sm_scale q.kv^T)
-// over the valid indexed rows, times kv[:, :512]. Invalid index (-1 or outside [0, s_kv)): skipped.
-// A row with no valid index: out = 0, lse = -inf, max_logits = -inf. Duplicate indices count twice
-// (same as a gather followed by dense attention).
-// Batched form: when cu_seqlens_q is non-null, token t belongs to request r (cu_q[r] <= t < cu_q[r+1]),
-// its indices are local to r and kv row = cu_kv[r] + index, valid iff 0 <= index < s_kv_r.
+// latent kv rows of 576 shared by all heads, indices [s_q, width] -> out [s_q, h, 512] =
+// softmax(sm_scale q.kv^T) over the row's set of valid keys, times kv[:, :512].
+// - width (`topk` below) is any value >= 1: the kernels pad their tiles themselves.
+// - An index is valid iff 0 <= index < s_kv of its request (and, paged, its page id is in [0, num_pages));
+//   -1 and anything else is skipped. A key listed more than once in a row is attended ONCE (a top-k
+//   selection is a set). A row with no valid index: out = 0, lse = -inf, max_logits = -inf.
+// - Batched form: when cu_seqlens_q is non-null the call covers tokens cu_q[0] .. cu_q[batch] - 1 (cu_q[0]
+//   may be > 0: a sub-batch of a larger batch; every tensor is still indexed from token 0, and grid.x =
+//   cu_q[batch] - cu_q[0]). Token t belongs to request r (cu_q[r] <= t < cu_q[r+1]), its indices are local
+//   to r, s_kv_r = cu_kv[r+1] - cu_kv[r] and the contiguous kv row is cu_kv[r] + index (cu_kv[0] may be > 0
+//   too). Single-sequence form: grid.x = s_q, s_kv_0 = s_kv.
+// - Latent cache: contiguous (block_table NULL): kv [*, 576] rows kv_stride_tok apart. Paged: kv
+//   [num_pages, block_size, 576], key p of request r is row p % block_size of page
+//   block_table[r * bt_stride_req + p / block_size] (page kv_stride_page elements apart, rows kv_stride_tok).
 // ---------------------------------------------------------------------------------------------------------
 struct SparseMqaFwdParams {
     const void* q;            // bf16 [s_q, h, 576]
     mj_i64 q_stride_tok, q_stride_head;
     const void* kv;           // bf16 [s_kv, 576]
     mj_i64 kv_stride_tok;
-    const int* indices;       // int32 [s_q, topk]
+    const int* indices;       // int32 [s_q, topk]: topk = the row width, any value >= 1
     mj_i64 idx_stride_tok;
     void* out;                // bf16 [s_q, h, 512]
     mj_i64 o_stride_tok, o_stride_head;
@@ -103,6 +111,11 @@ struct SparseMqaFwdParams {
     int topk;
     float sm_scale;
     float sm_scale_log2;
+    const int* block_table;   // NULL = contiguous kv; else int32 [batch, max_blocks] page ids
+    mj_i64 bt_stride_req;     // elements between two requests' block-table rows
+    mj_i64 kv_stride_page;    // elements between two pages of kv
+    int block_size;           // rows per page (paged form)
+    int num_pages;            // pages in kv: a table entry outside [0, num_pages) makes its keys invalid
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -126,13 +139,22 @@ static constexpr int mj_mha90_smem_bytes(int block_m, int block_n, int stages, i
     return 1024 + 2 * (block_m * d_qk + stages * block_n * (d_qk + d_v)) + 512;
 }
 // Sparse MQA: one query token and MJ_BLOCK_H heads per block; MJ_BLOCK_N gathered keys per step.
+// Index rows up to mj_mqa_max_width wide: the compacted key set of a row (sparse_mqa/index_set.cuh) keeps
+// a bitmap and a prefix count per 32 positions in shared memory; the host refuses wider rows.
+static constexpr int mj_mqa_max_width = 8192;
+static constexpr int mj_mqa_index_set_bytes = (mj_mqa_max_width / 32) * 6 + 16;
 static constexpr int mj_mqa_threads(int warps) { return warps * 32; }
 static constexpr int mj_mqa_smem_bytes(int block_h, int block_n, int stages, int d_qk, int d_v) {
     // Q tile + K ring (V is the first d_v columns of K) + P tile (bf16) + row-stat scratch (512 B) +
-    // per-row rescale (fp32) + per-slot row validity (1 byte a row) + non-empty-tile bitmap (8 words)
+    // per-row rescale (fp32) + per-slot row validity (1 byte a row) + the row's compacted index set
     return 2 * (block_h * d_qk + stages * block_n * d_qk + block_h * block_n) + 512 + 4 * block_h +
-           stages * block_n + 32 + 0 * d_v;
+           stages * block_n + mj_mqa_index_set_bytes + 0 * d_v;
 }
+// Sparse MQA, Hopper tier (sparse_mqa/sm90.cuh): one token x 64 heads a block, two math warpgroups + one
+// producer warpgroup; Q, a 2-slot ring of 64-key tiles (576 wide), P (bf16 64 x 64), row-stat scratch, the ring's
+// mbarriers and the row's key set.
+static constexpr int mj_mqa90_threads() { return 3 * 128; }
+static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 + 2 * 64 * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes; }
 // Mask build: MJ_ROWS_PER_BLOCK query rows per block.
 static constexpr int mj_mask_threads() { return 256; }
 

@@ -18,8 +18,8 @@
 //      16      32     8     4      167648   sm_90       1
 //
 // Requirements on the caller beyond the ABI comment: q, kv, out 16-byte aligned and their token/head strides
-// multiples of 8 elements (the gathers and stores move 16-byte chunks); topk >= 1 (any value; tiles past
-// topk are masked). grid.x must equal s_q.
+// multiples of 8 elements (the gathers and stores move 16-byte chunks); index rows 1..mj_mqa_max_width wide
+// (any value: the loop runs over the row's compacted key set). grid.x as mlajit_abi.h says.
 //
 // Design (one block = one query token x BLOCK_H heads; the loop runs over BLOCK_N-key tiles of its indices):
 //  * Q [BLOCK_H x 576] stays in shared memory for the whole block; each gathered K tile [BLOCK_N x 576]
@@ -32,8 +32,8 @@
 //  * Softmax: the warps owning one row exchange their tile maxima through shared memory (named barrier
 //    over that row group only), then write P (bf16) and the rescale factor of each row.
 //  * O = P V: every thread holds 128 fp32 accumulators at BLOCK_H = 64 (64 heads x 512 columns over 8 warps).
-//  * Tiles whose indices are all invalid (the -1 padding of early queries) are skipped entirely: a
-//    bitmap of non-empty tiles is built from the index row before the loop.
+//  * The index row becomes a compacted set of distinct valid keys before the loop (index_set.cuh): tiles
+//    are full BLOCK_N-key slices of that set, so -1 padding and duplicates cost nothing wherever they sit.
 //  * Row sums stay per thread until the epilogue; O is normalized, staged through shared memory and
 //    written with 16-byte stores.
 // Two schedules of the same math:
@@ -50,6 +50,7 @@
 //    back by the 2-slot ring (one 72 KB tile in flight per SM; the loop without the S math still takes
 //    4.4 ms): a deeper ring needs shared memory this tier does not have at 64 heads x 64 keys.
 #include "mlajit_device.cuh"
+#include "sparse_mqa/index_set.cuh"
 
 #ifndef MJ_MQA_KSPLIT  // development overrides only; the runtime never sets them
 #define MJ_MQA_KSPLIT (MJ_BLOCK_H == 64 ? 2 : 1)
@@ -115,9 +116,9 @@ constexpr int kOffMax = kOffP + kH * kN * 2;       // row maxima / row sums by c
 constexpr int kOffAlpha = kOffMax + 512;           // per-row rescale of O, fp32 [kH]
 constexpr int kOffVm = kOffAlpha + kH * 4;         // lock-step: validity byte per slot row [kS][kN];
                                                    // ping-pong: mbarriers full[kS], empty[kS]
-constexpr int kOffTiles = kOffVm + kS * kN;        // bitmap of non-empty tiles
-constexpr int kTileWords = 8;                      // covers 256 tiles; later tiles are always processed
-constexpr int kSmem = kOffTiles + kTileWords * 4;
+constexpr int kOffSet = kOffVm + kS * kN;          // the row's key set: keep bitmap, prefix counts, count
+constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
+static_assert(kS * kStageBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 static_assert(kH * kCG * 4 <= 512, "row-stat scratch");
 static_assert(2 * kS * 8 <= kS * kN, "mbarrier space");
 static_assert(kSmem == mj_mqa_smem_bytes(kH, kN, kS, MJ_D_LATENT + MJ_D_ROPE, MJ_D_LATENT),
@@ -142,17 +143,6 @@ MJ_DEVICE mj_u32 swz(int row, int chunk) { return (mj_u32)((chunk ^ (row & 7)) <
 // P rows are 128 B (BLOCK_N 64) or 64 B (BLOCK_N 32, two rows per 128 B).
 MJ_DEVICE mj_u32 swz_p(int row, int chunk) {
     return kPChunks >= 8 ? (mj_u32)((chunk ^ (row & 7)) << 4) : (mj_u32)((chunk ^ ((row >> 1) & 3)) << 4);
-}
-
-// First tile >= t holding a valid index (ntiles if none).
-MJ_DEVICE int next_tile(const unsigned* bm, int t, int ntiles) {
-    while (t < ntiles) {
-        if (t >= kTileWords * 32) return t;
-        const unsigned b = bm[t >> 5] >> (t & 31);
-        if (b) return t + __ffs(b) - 1;
-        t = (t | 31) + 1;
-    }
-    return ntiles;
 }
 
 // Partial S over k-steps [KS0, KS0 + NKS) of the 36 (32 latent + 4 rope). oa/ob: per-lane swizzled chunk
@@ -225,11 +215,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     // Later tokens have more valid keys: start them first so the short blocks fill the tail.
-    const int tok = (int)gridDim.x - 1 - (int)blockIdx.x;
+    const int tok = mj_idx::token_of_block(p, (int)blockIdx.x, (int)gridDim.x);
     const int head0 = blockIdx.y * kH;
     const int nh = p.num_heads;
     const mj_u32 sb = mj_smem_addr(smem);
-    unsigned* s_tiles = (unsigned*)(smem + kOffTiles);
+    unsigned* s_keep = (unsigned*)(smem + kOffSet);
+    unsigned short* s_pref = (unsigned short*)(smem + kOffSet + mj_idx::kWords * 4);
+    int* s_nvalid = (int*)(smem + kOffSet + mj_idx::kWords * 6);
     unsigned char* s_vm = smem + kOffVm;
     float* s_stat = (float*)(smem + kOffMax);
     float* s_alpha = (float*)(smem + kOffAlpha);
@@ -253,22 +245,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
         mj_cp_async_commit();
     }
 
-    mj_i64 kv_base = 0;
-    int kv_len = p.s_kv;
-    if (p.cu_seqlens_q != nullptr) {  // batched: find this token's request (cu_q[r] <= tok < cu_q[r+1])
-        int lo = 0, hi = p.batch;
-        while (hi - lo > 1) {
-            const int mid = (lo + hi) >> 1;
-            if (p.cu_seqlens_q[mid] <= tok) lo = mid; else hi = mid;
-        }
-        kv_base = p.cu_seqlens_kv[lo];
-        kv_len = p.cu_seqlens_kv[lo + 1] - (int)kv_base;
-    }
+    const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
 
     const int topk = p.topk;
-    const int ntiles = (topk + kN - 1) / kN;
     const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
-    if (tid < kTileWords) s_tiles[tid] = 0;
     if constexpr (kPP) {
         if (tid == 0) {
 #pragma unroll
@@ -278,22 +258,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             }
         }
     }
-    __syncthreads();
-    for (int base = 0; base < topk; base += 4 * kThreads) {
-        int v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const int pos = base + u * kThreads + tid;
-            v[u] = pos < topk ? irow[pos] : -1;
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const unsigned bal = __ballot_sync(0xffffffffu, v[u] >= 0 && v[u] < kv_len);
-            const int tile = (base + u * kThreads + w * 32) / kN;  // a warp's 32 positions share one tile
-            if (lane == 0 && bal != 0u && tile < kTileWords * 32) atomicOr(&s_tiles[tile >> 5], 1u << (tile & 31));
-        }
-    }
-    __syncthreads();
+    // The row's compacted key set; the ring is its hash scratch (nothing is gathered yet).
+    mj_idx::build_set<kThreads>(p, rq, irow, topk, s_keep, s_pref, s_nvalid, (unsigned long long*)(smem + kOffK));
+    const int nvalid = *s_nvalid;
+    const int nwords = (topk + 31) >> 5;
+    const int ntiles = (nvalid + kN - 1) / kN;
 
     // ---- gather machinery: thread -> (row lrow of the tile, 16-byte chunks lsub + i * kTPR) ----
     // With 4 threads a row, the two rows sharing an 8-lane store phase walk the two 64-byte halves of each
@@ -301,14 +270,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     const int lrow = tid / kTPR, lsub = tid % kTPR;
     const int lflip = kTPR == 4 ? (lrow & 1) : 0;
     const unsigned char* kvb = (const unsigned char*)p.kv;
-    const mj_i64 kv_stride_b = p.kv_stride_tok * 2;
-    const unsigned char* kvreq = kvb + kv_base * kv_stride_b;
-    const int* irow_l = irow + lrow;
     const unsigned char* rowp = kvb;
     bool rvalid = false;
-    auto fetch_idx = [&](int tile) -> int {
-        const int pos = tile * kN;
-        return (tile < ntiles && pos + lrow < topk) ? irow_l[pos] : -1;
+    // Latent row of this thread's gather row in tile `tile` (nullptr past the key set's end).
+    auto fetch_idx = [&](int tile) -> const unsigned char* {
+        const int c = tile * kN + lrow;
+        if (c >= nvalid) return nullptr;
+        return mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]);
     };
     // Copy i of a row goes to chunk kTPR * (e ^ lflip) + lsub of 128-byte group i / kCPG (e = i % kCPG):
     // per-thread source/destination offsets for the kCPG values of e, plus compile-time group offsets.
@@ -320,9 +288,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
         soff[e] = (mj_u32)(c * 16);
         doff[e] = (mj_u32)((c ^ (lrow & 7)) << 4);
     }
-    auto issue_latent = [&](int slot, int idx) {
-        rvalid = idx >= 0 && idx < kv_len;
-        rowp = rvalid ? kvreq + (mj_i64)idx * kv_stride_b : kvb;
+    auto issue_latent = [&](int slot, const unsigned char* row) {
+        rvalid = row != nullptr;
+        rowp = rvalid ? row : kvb;
         const mj_u32 dst = sb + kOffK + slot * kStageBytes + lrow * 1024;
 #pragma unroll
         for (int i = 0; i < kNopeCpt; ++i)
@@ -337,9 +305,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             mj_cp_async_16(dst + doff[i % kCPG], rowp + 1024 + soff[i % kCPG], rvalid);
     };
 
-    int t_issue = next_tile(s_tiles, 0, ntiles);
-    int t_cur = t_issue;
-    int pf = fetch_idx(t_issue);
+    int t_issue = 0;
+    int t_cur = 0;
+    const unsigned char* pf = fetch_idx(t_issue);
     // Lock-step: two commit groups per ring slot (latent, rope), also when nothing is left to issue, so the
     // wait count below is a constant. Ping-pong: each thread's completion arrives on the slot's mbarrier.
 #pragma unroll
@@ -349,7 +317,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
         if (t_issue < ntiles) {
             issue_rope(k);
             if constexpr (kPP) mj_cp_async_mbar_arrive_noinc(mb_full + 8 * k);
-            t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
+            t_issue = t_issue + 1;
             pf = fetch_idx(t_issue);
         }
         if constexpr (!kPP) mj_cp_async_commit();
@@ -391,8 +359,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
 
     // Row maxima across the row group, online-softmax update, P (bf16) and alpha to shared memory.
     // vbits: validity of this thread's columns (bit 2*nt + j: column nt*8 + 2t + j of its warp tile).
-    auto softmax = [&](float (&s)[kNTW][4], unsigned vbits) {
+    // active: this warp does S (the idle warps of configs with kQW < 8 only take part in the barrier, at the
+    // same instruction, which is what compute-sanitizer's synccheck expects of a barrier).
+    auto softmax = [&](float (&s)[kNTW][4], unsigned vbits, bool active) {
         float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
+        if (active) {
 #pragma unroll
         for (int nt = 0; nt < kNTW; ++nt)
 #pragma unroll
@@ -407,7 +378,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             s_stat[orow0 * kCG + cg] = mx0;
             s_stat[(orow0 + 8) * kCG + cg] = mx1;
         }
-        mj_bar_sync(kBarRg + rg, kRgThreads);  // the warps sharing these rows
+        }
+        mj_bar_sync(kBarRg + (kQW == 8 ? rg : 0), kRgThreads);  // the warps sharing these rows
+        if (!active) return;
         float tm0 = MJ_NEG_INF, tm1 = MJ_NEG_INF;
 #pragma unroll
         for (int c = 0; c < kCG; ++c) {
@@ -487,12 +460,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             issue_latent(slot2, pf);
             issue_rope(slot2);
             mj_cp_async_mbar_arrive_noinc(mb_full + 8 * slot2);
-            t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
+            t_issue = t_issue + 1;
             pf = fetch_idx(t_issue);
         };
         for (; t_cur < ntiles; ++k) {
             const int slot = k % kS;
-            const int t_next = next_tile(s_tiles, t_cur + 1, ntiles);
+            const int t_next = t_cur + 1;
             const bool have = t_issue < ntiles;
             // Group 1 follows group 0 by an S phase: by its tile start the slot to refill is free.
             if (rg == 1 && have) issue_next();
@@ -526,18 +499,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
                 for (int nt = 0; nt < kNTW; ++nt)
                     mj_st_shared_v4f(xslot + nt * 512, acc[1][nt][0], acc[1][nt][1], acc[1][nt][2], acc[1][nt][3]);
             }
-            // Validity of this thread's columns, from the index row (L1-resident: the gather read it).
+            // Validity of this thread's columns: slots before the key set's end.
             unsigned vbits = 0;
             {
                 const int cbase = t_cur * kN + cg * kWN + 2 * t;
 #pragma unroll
                 for (int nt = 0; nt < kNTW; ++nt)
 #pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        const int pos = cbase + nt * 8 + j;
-                        const int vi = pos < topk ? irow[pos] : -1;
-                        vbits |= (vi >= 0 && vi < kv_len ? 1u : 0u) << (2 * nt + j);
-                    }
+                    for (int j = 0; j < 2; ++j) vbits |= (cbase + nt * 8 + j < nvalid ? 1u : 0u) << (2 * nt + j);
             }
             mj_bar_sync(kBarPair + pair, 64);
             if (kh == 1) {
@@ -560,7 +529,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
                     for (int i = 0; i < 4; ++i) s[nt][i] = acc[0][nt][i] + r[i];
                 }
             }
-            softmax(s, vbits);
+            softmax(s, vbits, true);
             mj_bar_sync(kBarRg + rg, 128);  // this group's P rows and alphas are complete
             rescale_and_pv(stage);
             mj_mbar_arrive(mb_empty + 8 * slot);  // release: this thread's reads of the slot are done
@@ -569,7 +538,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     } else {
         // ---- lock-step ----
         int st = 0;
-        for (; t_cur < ntiles; t_cur = next_tile(s_tiles, t_cur + 1, ntiles)) {
+        for (; t_cur < ntiles; ++t_cur) {
             const int rs = st == 0 ? kS - 1 : st - 1;  // the slot refilled during this tile
             mj_cp_async_wait<2 * (kS - 2)>();
             // Slot st is visible to all; every warp is done with the previous tile (slot rs, P, row stats).
@@ -579,12 +548,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             mj_cp_async_commit();
 
             const mj_u32 stage = sb + kOffK + st * kStageBytes;
+            float s[kNTW][4];
+            unsigned vbits = 0;
             if (w < kQW) {
                 float acc[kMTW][kNTW][4];
                 zero_acc(acc);
                 const mj_u32 kn = stage + krow * 1024;
                 const mj_u32 kr = stage + kN * 1024 + krow * 128;
-                float s[kNTW][4];
                 if constexpr (kKH == 2) {
                     if constexpr (MJ_MQA_DEV_SKIP != 2) {
                         if (kh == 0) qk_steps<0, 18>(acc, qn, qr, kn, kr, oa, ob);
@@ -619,22 +589,19 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
                 }
                 // Invalid keys were zero-filled; their flags come from the loaders.
                 const unsigned char* vflag = s_vm + st * kN + cg * kWN + 2 * t;
-                unsigned vbits = 0;
 #pragma unroll
                 for (int nt = 0; nt < kNTW; ++nt) {
                     const unsigned f2 = *(const unsigned short*)(vflag + nt * 8);  // columns 2t, 2t+1
                     vbits |= ((f2 & 0xffu) ? 1u : 0u) << (2 * nt);
                     vbits |= ((f2 >> 8) ? 1u : 0u) << (2 * nt + 1);
                 }
-                softmax(s, vbits);
-            } else {
-                mj_bar_sync(kBarRg, kRgThreads);  // idle S warps still take part in the row-group barrier
             }
+            softmax(s, vbits, w < kQW);  // idle S warps still take part in the row-group barrier
             // P and alpha complete; every exchange read is done, so slot rs's rope columns may be gathered into.
             __syncthreads();
             if (have) {
                 issue_rope(rs);
-                t_issue = next_tile(s_tiles, t_issue + 1, ntiles);
+                t_issue = t_issue + 1;
                 pf = fetch_idx(t_issue);  // consumed one tile later: its latency hides behind this tile's math
             }
             mj_cp_async_commit();

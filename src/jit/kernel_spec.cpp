@@ -36,6 +36,8 @@ const FamilyInfo& family_info(Family f) {
         {Family::mha_fwd_sm90, "mha_fwd_sm90", "mha/sm90.cuh", "mlajit_mha_fwd_sm90",
          {"BLOCK_M", "BLOCK_N", "STAGES", "MASKED", "PINGPONG", "D_NOPE", "D_ROPE", "D_V"}},
         {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK"}},
+        {Family::sparse_mqa_fwd_sm90, "sparse_mqa_fwd_sm90", "sparse_mqa/sm90.cuh", "mlajit_sparse_mqa_fwd_sm90",
+         {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE"}},
     };
     return infos[(int)f];
 }

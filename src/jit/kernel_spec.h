@@ -10,8 +10,10 @@
 
 namespace mlajit {
 
-enum class Family : uint8_t { mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2, mha_fwd_sm90 = 3, paged_gather = 4 };
-inline constexpr int kNumFamilies = 5;
+enum class Family : uint8_t {
+    mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2, mha_fwd_sm90 = 3, paged_gather = 4, sparse_mqa_fwd_sm90 = 5
+};
+inline constexpr int kNumFamilies = 6;
 
 struct Arch {
     int sm = 0;        // 80, 86, 89, 90, 100, ...

@@ -56,6 +56,10 @@ MhaTile mha_tile_for(const Arch& arch) {
 }
 
 MqaTile mqa_tile_for(const Arch& arch, int num_heads) {
+    // Hopper tier: the wgmma kernel (sparse_mqa/sm90.cuh) above 16 heads. Its wgmma tile is 64 heads, so
+    // at 32 heads it pads 2x and still beats the portable 32-head tile (H200, 8k: 5.5 against 7.5 ms); at
+    // 16 heads the portable 16-head tile (two blocks per SM) measured faster (docs/perf_mqa_notes.md).
+    if (use_hopper_tier(arch) && num_heads > 16 && !config().mqa_tile.set()) return kMqaHopperTile;
     const auto& o = config().mqa_tile;
     if (o.set()) {
         for (auto& t : supported_mqa_tiles())
@@ -101,8 +105,13 @@ KernelSpec mha_spec_for(const Arch& arch, bool masked) {
 
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t) {
     KernelSpec s;
-    s.family = Family::sparse_mqa_fwd;
     s.arch = arch;
+    if (t.warps == kMqaHopperWarps) {  // the Hopper tier's one specialization (64 x 64, 2 stages)
+        s.family = Family::sparse_mqa_fwd_sm90;
+        s.p = {t.block_h, t.block_n, t.stages, kDimLatent, kDimRope};
+        return s;
+    }
+    s.family = Family::sparse_mqa_fwd;
     s.p = {t.block_h, t.block_n, t.warps, t.stages, kDimLatent, kDimRope};
     return s;
 }
@@ -131,8 +140,14 @@ int mha_threads(const KernelSpec& s) {
     if (s.family == Family::mha_fwd_sm90) return mj_mha90_threads(s.p[0]);
     return mj_mha_threads(s.p[2]);
 }
-int mqa_smem_bytes(const KernelSpec& s) { return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent); }
-int mqa_threads(const KernelSpec& s) { return mj_mqa_threads(s.p[2]); }
+int mqa_smem_bytes(const KernelSpec& s) {
+    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
+    return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
+}
+int mqa_threads(const KernelSpec& s) {
+    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_threads();
+    return mj_mqa_threads(s.p[2]);
+}
 int mask_rows_per_block(const KernelSpec& s) { return s.p[0]; }
 int gather_rows_per_block(const KernelSpec& s) { return s.p[0]; }
 

@@ -25,6 +25,11 @@ struct MqaTile {
     int block_h, block_n, warps, stages;
 };
 
+// The Hopper tier's sparse MQA kernel is one specialization (64 heads x 64 keys, 2 stages, 3 warpgroups):
+// marked by this warp count in an MqaTile, it selects family sparse_mqa_fwd_sm90.
+inline constexpr int kMqaHopperWarps = 12;
+inline constexpr MqaTile kMqaHopperTile{64, 64, kMqaHopperWarps, 2};
+
 const std::vector<MhaTile>& supported_mha_tiles();
 const std::vector<MqaTile>& supported_mqa_tiles();
 

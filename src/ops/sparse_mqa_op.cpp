@@ -6,17 +6,28 @@
 
 namespace mlajit {
 
-LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a) {
+namespace {
+// The paged latent cache's block table until the public args carry it (the lead's "ABI:" commit adds
+// mlajit_sparse_mqa_args::block_table; plan_sparse_mqa then passes &a.block_table).
+const mlajit_tensor* no_block_table() { return nullptr; }
+}  // namespace
+
+LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa_paged(const Arch& arch, const mlajit_sparse_mqa_args& a,
+                                                     const mlajit_tensor* block_table) {
     LaunchPlan<SparseMqaFwdParams> plan;
     SparseMqaFwdParams& p = plan.params;
     auto q = check_tensor(a.q, "q", MLAJIT_BF16, {-1, -1, kDimQkMqa});
     const int64_t s_q = q[0], heads = q[1];
     if (heads < 1 || heads > 128) fail_arg("q: the number of heads (dimension 1) must be in 1..128, got {}", heads);
-    auto kv = check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, kDimQkMqa});
+    const bool paged = block_table != nullptr && present(*block_table);
+    // Contiguous: kv [s_kv, 576]. Paged: kv [num_pages, block_size, 576] and block_table [batch, max_blocks].
+    auto kv = paged ? check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, -1, kDimQkMqa}) : check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, kDimQkMqa});
     auto idx = check_tensor(a.indices, "indices", MLAJIT_INT32, {s_q, -1}, false);
     const int64_t topk = idx[1];
-    if (topk < 64 || topk > 4096 || topk % 64 != 0)
-        fail_arg("indices: topk (dimension 1) must be a multiple of 64 in 64..4096, got {}: pad with -1", topk);
+    if (topk < 1 || topk > mj_mqa_max_width)
+        fail_arg("indices: the row width (dimension 1) must be in 1..{}, got {}: rows wider than that are not supported "
+                 "(a top-k selection that large would be a dense attention: use the MHA path)",
+                 mj_mqa_max_width, topk);
     check_tensor(a.out, "out", MLAJIT_BF16, {s_q, heads, kDimLatent});
     check_tensor(a.lse, "lse", MLAJIT_FP32, {s_q, heads}, false);
     if (a.lse.stride[1] != 1) fail_arg("lse: the head dimension must be contiguous (stride 1), got {}", a.lse.stride[1]);
@@ -26,16 +37,47 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
             fail_arg("max_logits: the head dimension must be contiguous (stride 1), got {}", a.max_logits.stride[1]);
     }
     if (!(a.sm_scale > 0.f) || !std::isfinite(a.sm_scale)) fail_arg("sm_scale must be a positive finite number, got {}", a.sm_scale);
-    if (s_q > 0x7fffffff || kv[0] > 0x7fffffff) fail_arg("s_q and s_kv must fit in int32, got {} and {}", s_q, kv[0]);
+    // Keys of one sequence: the kv rows (contiguous) or the block table's capacity (paged, no cu_seqlens).
+    int64_t s_kv = kv[0];
+    if (paged) {
+        auto bt = check_tensor(*block_table, "block_table", MLAJIT_INT32, {-1, -1}, false);
+        if (bt[0] < 1 || bt[1] < 1) fail_arg("block_table: expected [batch, max_blocks] with both >= 1, got {}", shape_str(*block_table));
+        if (kv[1] < 1) fail_arg("kv: the block size (dimension 1 of the paged kv) must be >= 1, got {}", kv[1]);
+        if (kv[0] > 0x7fffffff || kv[1] > 0x7fffffff || bt[1] * kv[1] > 0x7fffffff)
+            fail_arg("kv: num_pages, block_size and max_blocks * block_size must fit in int32, got {}", shape_str(a.kv));
+        p.block_table = static_cast<const int*>(block_table->data);
+        p.bt_stride_req = block_table->stride[0];
+        p.kv_stride_page = a.kv.stride[0];
+        p.kv_stride_tok = a.kv.stride[1];
+        p.block_size = (int)kv[1];
+        p.num_pages = (int)kv[0];
+        s_kv = bt[1] * kv[1];
+    } else {
+        p.kv_stride_tok = a.kv.stride[0];
+    }
+    if (s_q > 0x7fffffff || s_kv > 0x7fffffff) fail_arg("s_q and s_kv must fit in int32, got {} and {}", s_q, s_kv);
 
+    int64_t first_tok = 0;  // the batched form may cover a sub-batch: tokens cu_q[0] .. s_q - 1
     if (present(a.cu_seqlens_q) || present(a.cu_seqlens_kv)) {
         auto cq = check_tensor(a.cu_seqlens_q, "cu_seqlens_q", MLAJIT_INT32, {-1}, false);
         auto ck = check_tensor(a.cu_seqlens_kv, "cu_seqlens_kv", MLAJIT_INT32, {-1}, false);
         if (cq[0] < 2 || cq[0] != ck[0])
             fail_arg("cu_seqlens_q and cu_seqlens_kv must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
         p.batch = (int)(cq[0] - 1);
-        check_cu_seqlens(a.cu_seqlens_q_host, p.batch, s_q, "cu_seqlens_q");
-        check_cu_seqlens(a.cu_seqlens_kv_host, p.batch, kv[0], "cu_seqlens_kv");
+        check_cu_seqlens(a.cu_seqlens_q_host, p.batch, s_q, "cu_seqlens_q", true);
+        if (paged) {
+            // Request-local keys; each request's length must fit its block-table row.
+            if (block_table->shape[0] < p.batch)
+                fail_arg("block_table: {} rows for a batch of {} requests: pass one row per request", block_table->shape[0], p.batch);
+            const int64_t longest = check_cu_seqlens(a.cu_seqlens_kv_host, p.batch, a.cu_seqlens_kv_host ? a.cu_seqlens_kv_host[p.batch] : 0,
+                                                     "cu_seqlens_kv", true);
+            if (longest > s_kv)
+                fail_arg("block_table: a request has {} keys but a row holds {} blocks of {} ({} keys): widen the table",
+                         longest, block_table->shape[1], kv[1], s_kv);
+        } else {
+            check_cu_seqlens(a.cu_seqlens_kv_host, p.batch, kv[0], "cu_seqlens_kv", true);
+        }
+        first_tok = a.cu_seqlens_q_host[0];
         p.cu_seqlens_q = static_cast<const int*>(a.cu_seqlens_q.data);
         p.cu_seqlens_kv = static_cast<const int*>(a.cu_seqlens_kv.data);
     }
@@ -43,7 +85,6 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
     p.q_stride_tok = a.q.stride[0];
     p.q_stride_head = a.q.stride[1];
     p.kv = a.kv.data;
-    p.kv_stride_tok = a.kv.stride[0];
     p.indices = static_cast<const int*>(a.indices.data);
     p.idx_stride_tok = a.indices.stride[0];
     p.out = a.out.data;
@@ -54,22 +95,27 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
     p.max_logits = static_cast<float*>(a.max_logits.data);
     p.ml_stride_tok = present(a.max_logits) ? a.max_logits.stride[0] : 0;
     p.s_q = (int)s_q;
-    p.s_kv = (int)kv[0];
+    p.s_kv = (int)s_kv;
     p.num_heads = (int)heads;
     p.topk = (int)topk;
     p.sm_scale = a.sm_scale;
     p.sm_scale_log2 = a.sm_scale * 1.4426950408889634f;
 
     KernelSpec spec = sparse_mqa_spec(arch, mqa_tile_for(arch, (int)heads));
-    plan.grid = Dim3{(unsigned)s_q, (unsigned)((heads + spec.p[0] - 1) / spec.p[0]), 1};
+    plan.grid = Dim3{(unsigned)(s_q - first_tok), (unsigned)((heads + spec.p[0] - 1) / spec.p[0]), 1};
     plan.threads = mqa_threads(spec);
     plan.smem = mqa_smem_bytes(spec);
     plan.spec = spec;
     return plan;
 }
 
+LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a) {
+    return plan_sparse_mqa_paged(arch, a, no_block_table());
+}
+
 void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream) {
     auto plan = plan_sparse_mqa(h.arch(), a);
+    if (plan.grid.x == 0) return;  // no query token in this call
     launch_plan(h, plan, stream);
 }
 

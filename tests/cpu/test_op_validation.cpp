@@ -144,12 +144,23 @@ TEST_CASE("validation: sparse MQA") {
     CHECK(plan.grid.x == 300);
     CHECK(plan.spec.p[0] == 16);  // 16 heads take the 16-head tile, not a padded 64
     CHECK(plan.grid.y == 1);
-    {
+    // Any index width from 1 to mj_mqa_max_width: padding to kernel tiles is the library's job.
+    for (int64_t width : {1, 7, 100, 200, 2053, 8192}) {
+        CAPTURE(width);
         auto a = good_mqa();
-        a.indices = t(fake(3), MLAJIT_INT32, {300, 100});
+        a.indices = t(fake(3), MLAJIT_INT32, {300, width});
+        auto p = plan_sparse_mqa(kArch, a);
+        CHECK(p.params.topk == width);
+        CHECK(p.grid.x == 300);
+    }
+    for (int64_t width : {0, 8193, 100000}) {
+        CAPTURE(width);
+        auto a = good_mqa();
+        a.indices = t(fake(3), MLAJIT_INT32, {300, width});
         auto m = invalid([&] { plan_sparse_mqa(kArch, a); });
-        CHECK(has(m, "topk"));
-        CHECK(has(m, "100"));
+        CHECK(has(m, "indices"));
+        CHECK(has(m, "1..8192"));
+        CHECK(has(m, std::to_string(width).c_str()));
     }
     {
         auto a = good_mqa();
@@ -193,7 +204,7 @@ TEST_CASE("validation: top-k mask") {
     CHECK(mlajit_topk_mask_bytes(300, 650) == 300u * 21u * 4u);
 }
 
-TEST_CASE("validation: MHA and the mask accept a sub-batch (cu_seqlens[0] > 0), sparse MQA does not") {
+TEST_CASE("validation: MHA, the mask and sparse MQA accept a sub-batch (cu_seqlens[0] > 0)") {
     // The last request of kCuQ / kCuK on its own: tensors still indexed from token 0.
     const int32_t cu_q[] = {100, 300};
     const int32_t cu_k[] = {150, 800};
@@ -214,5 +225,46 @@ TEST_CASE("validation: MHA and the mask accept a sub-batch (cu_seqlens[0] > 0), 
     m.cu_seqlens_kv = t(fake(8), MLAJIT_INT32, {2});
     m.cu_seqlens_q_host = cu_q;
     m.cu_seqlens_kv_host = cu_k;
-    CHECK(has(invalid([&] { plan_sparse_mqa(kArch, m); }), "must be 0"));
+    auto mp = plan_sparse_mqa(kArch, m);
+    CHECK(mp.grid.x == 200);  // tokens 100..299 only
+    CHECK(mp.params.batch == 1);
+    m.cu_seqlens_q_host = negative;
+    CHECK(has(invalid([&] { plan_sparse_mqa(kArch, m); }), ">= 0"));
+}
+
+TEST_CASE("validation: sparse MQA over a paged latent cache") {
+    auto a = good_mqa();
+    a.kv = t(fake(2), MLAJIT_BF16, {40, 16, 576});  // 40 pages of 16 rows
+    mlajit_tensor bt = t(fake(9), MLAJIT_INT32, {2, 50});
+    const int32_t cu_q[] = {0, 100, 300};
+    const int32_t cu_k[] = {0, 150, 800};
+    a.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {3});
+    a.cu_seqlens_kv = t(fake(8), MLAJIT_INT32, {3});
+    a.cu_seqlens_q_host = cu_q;
+    a.cu_seqlens_kv_host = cu_k;
+    auto p = plan_sparse_mqa_paged(kArch, a, &bt);
+    CHECK(p.params.block_table != nullptr);
+    CHECK(p.params.block_size == 16);
+    CHECK(p.params.num_pages == 40);
+    CHECK(p.params.kv_stride_page == 16 * 576);
+    CHECK(p.params.kv_stride_tok == 576);
+    CHECK(p.params.bt_stride_req == 50);
+    {
+        mlajit_tensor narrow = t(fake(9), MLAJIT_INT32, {2, 40});  // 640 keys a row, request 1 has 650
+        CHECK(has(invalid([&] { plan_sparse_mqa_paged(kArch, a, &narrow); }), "block_table"));
+    }
+    {
+        mlajit_tensor one_row = t(fake(9), MLAJIT_INT32, {1, 50});
+        CHECK(has(invalid([&] { plan_sparse_mqa_paged(kArch, a, &one_row); }), "one row per request"));
+    }
+    {
+        auto b = good_mqa();  // contiguous kv [800, 576] given with a block table: shape error names kv
+        CHECK(has(invalid([&] { plan_sparse_mqa_paged(kArch, b, &bt); }), "kv:"));
+    }
+    {
+        auto c = good_mqa();  // single sequence: s_kv is the table's capacity
+        c.kv = t(fake(2), MLAJIT_BF16, {40, 16, 576});
+        mlajit_tensor bt1 = t(fake(9), MLAJIT_INT32, {1, 50});
+        CHECK(plan_sparse_mqa_paged(kArch, c, &bt1).params.s_kv == 800);
+    }
 }

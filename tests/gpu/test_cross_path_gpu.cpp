@@ -3,8 +3,12 @@
 // and with the float64 DSA reference; when s_k <= topk, dense MHA = masked MHA = MQA.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <cmath>
 
+#include "config/env.h"
 #include "gpu/gpu_fixture.h"
 #include "reference/reference.h"
 
@@ -19,7 +23,7 @@ struct PathOutputs {
     R::AttnResult want;
 };
 
-PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s_k, int64_t topk) {
+PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s_k, int64_t topk, bool dups) {
     const int64_t T = s_q;
     std::vector<int32_t> cu_q{0, (int32_t)s_q}, cu_k{0, (int32_t)s_k};
     // Weights scaled so projected values stay O(1): the products then exercise the same ranges as a model.
@@ -29,6 +33,26 @@ PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s
     auto k_pe = rng.normal_bf16(s_k * 64, 1.0);
     auto w = rng.normal_bf16(h * 256 * 512, 1.0 / std::sqrt(512.0));
     auto idx = R::causal_topk_indices(rng, cu_q, cu_k, topk);
+    // Duplicates (a key listed twice in a row): every path attends it once, so the reference gets the row
+    // with later copies blanked.
+    auto ref_idx = idx;
+    if (dups) {
+        for (int64_t t = 0; t < T; t += 2)
+            for (int64_t i = 0; i < topk / 8; ++i) {
+                const int32_t v = idx[t * topk + rng.uniform_int(0, topk - 1)];
+                if (v >= 0) idx[t * topk + rng.uniform_int(0, topk - 1)] = v;
+            }
+        ref_idx = idx;
+        std::vector<int32_t> seen;
+        for (int64_t t = 0; t < T; ++t) {
+            seen.clear();
+            for (int64_t j = 0; j < topk; ++j) {
+                int32_t& v = ref_idx[t * topk + j];
+                if (std::find(seen.begin(), seen.end(), v) != seen.end()) v = -1;
+                else seen.push_back(v);
+            }
+        }
+    }
     const double scale = 1.0 / std::sqrt(192.0);
     R::View vq_nope(q_nope.data(), h * 128, 128), vq_pe(q_pe.data(), h * 64, 64), vkv_c(kv_c.data(), 512, 0),
         vk_pe(k_pe.data(), 64, 0), vw(w.data(), 512, 0);
@@ -41,7 +65,7 @@ PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s
     da.kv_c = vkv_c;
     da.k_pe = vk_pe;
     da.w_kv_b = vw;
-    da.indices = idx.data();
+    da.indices = ref_idx.data();
     da.topk = topk;
     da.heads = h;
     da.cu_seqlens_q = cu_q;
@@ -125,11 +149,18 @@ TEST_CASE("gpu: sparse MQA and masked MHA agree on DSA inputs (and dense when s_
     struct Shape {
         int64_t h, s_q, s_k, topk;
     };
-    for (Shape s : {Shape{16, 700, 700, 2048}, Shape{32, 300, 1500, 256}, Shape{128, 400, 400, 2048}, Shape{16, 600, 3000, 2048}}) {
+    // Sparse MQA on the Hopper tier, then (MLAJIT_TIER=portable) on the portable one; rows with duplicates
+    // on the second pass of each shape list.
+    for (const char* tier : {"auto", "portable"}) {
+    setenv("MLAJIT_TIER", tier, 1);
+    reload_config();
+    for (Shape s : {Shape{16, 700, 700, 2048}, Shape{32, 300, 1500, 256}, Shape{128, 400, 400, 2048}, Shape{16, 600, 3000, 2048},
+                    Shape{64, 300, 1200, 256}, Shape{128, 200, 2600, 2048}}) {
+        for (bool dups : {false, true}) {
         R::Rng rng;
         INFO(rng.seed_note());
-        INFO("heads " << s.h << " s_q " << s.s_q << " s_k " << s.s_k << " topk " << s.topk);
-        auto po = run_all_paths(G, rng, s.h, s.s_q, s.s_k, s.topk);
+        INFO("tier " << tier << " heads " << s.h << " s_q " << s.s_q << " s_k " << s.s_k << " topk " << s.topk << (dups ? " with duplicates" : ""));
+        auto po = run_all_paths(G, rng, s.h, s.s_q, s.s_k, s.topk, dups);
         // Each path rounds different intermediates to bf16 (absorbed q vs decompressed K/V), so the two
         // agree to bf16 accuracy, not bit for bit. Against the reference each gets the standard bound;
         // path against path, the two errors add (|a - b| <= |a - ref| + |ref - b|), so that bound is
@@ -150,5 +181,9 @@ TEST_CASE("gpu: sparse MQA and masked MHA agree on DSA inputs (and dense when s_
         if (!po.dense.empty())
             CHECK_MESSAGE(R::check_close("dense vs masked mha", po.dense, po.masked, pair_tol, shape, po.want.rows).ok(),
                           R::check_close("dense vs masked mha", po.dense, po.masked, pair_tol, shape, po.want.rows).summary());
+        }
     }
+    }
+    unsetenv("MLAJIT_TIER");
+    reload_config();
 }

@@ -4,6 +4,7 @@
 // (first/last row of each request plus random ones) of large ones.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -11,6 +12,8 @@
 
 #include "config/env.h"
 #include "gpu/gpu_fixture.h"
+#include "ops/ops.h"
+#include "runtime/handle.h"
 #include "reference/reference.h"
 
 using namespace mlajit;
@@ -166,15 +169,43 @@ void run_mha_case(Gpu* G, const MhaCase& c) {
 }
 
 struct MqaCase {
-    int64_t heads, s_q, s_kv, topk;
+    int64_t heads, s_q, s_kv, topk;  // topk: keys selected per row (fewer where the causal prefix is shorter)
     bool batched = false;
+    int64_t width = 0;        // index row width (0 = topk); wider rows are padded with -1
+    bool pad_at_end = false;  // valid entries first, -1 padding at the row end (else scattered over the row)
+    int first_req = 0;        // batched: the call covers requests first_req.. only (cu_seqlens[0] > 0)
+    int block_size = 0;       // > 0: the latent cache paged into shuffled pages of this many rows
 };
+
+// The reference's view of a row: a key listed twice is attended once (later copies become -1).
+std::vector<int32_t> first_copies(const std::vector<int32_t>& idx, int64_t rows, int64_t width) {
+    std::vector<int32_t> r = idx;
+    std::vector<int32_t> seen;
+    for (int64_t t = 0; t < rows; ++t) {
+        seen.clear();
+        for (int64_t j = 0; j < width; ++j) {
+            int32_t& v = r[t * width + j];
+            if (std::find(seen.begin(), seen.end(), v) != seen.end()) v = -1;
+            else seen.push_back(v);
+        }
+    }
+    return r;
+}
+
+// The one internal handle the paged cases launch through (the public args gain block_table with the ABI
+// change on main; until then plan_sparse_mqa_paged is the way in).
+mlajit::Handle& internal_handle() {
+    static mlajit::Handle h(-1);
+    return h;
+}
 
 void run_mqa_case(Gpu* G, const MqaCase& c) {
     R::Rng rng;
     INFO(rng.seed_note());
-    INFO("heads " << c.heads << ", s_q " << c.s_q << ", s_kv " << c.s_kv << ", topk " << c.topk << (c.batched ? ", batched" : ""));
-    const int64_t h = c.heads, sq = c.s_q, skv = c.s_kv, topk = c.topk;
+    INFO("heads " << c.heads << ", s_q " << c.s_q << ", s_kv " << c.s_kv << ", topk " << c.topk << ", width " << c.width
+                  << (c.batched ? ", batched" : "") << (c.pad_at_end ? ", padding at row end" : "") << ", first request "
+                  << c.first_req << ", block size " << c.block_size);
+    const int64_t h = c.heads, sq = c.s_q, skv = c.s_kv, topk = c.width ? c.width : c.topk;
     Batch b;
     if (c.batched) {  // three requests of uneven size, each its own chunk of kv
         int64_t q1 = sq / 3, q2 = sq / 2 - q1, k1 = skv / 4, k2 = skv / 2;
@@ -186,42 +217,113 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
         b.cu_q = {0, (int32_t)sq};
         b.cu_k = {0, (int32_t)skv};
     }
-    auto idx = R::causal_topk_indices(rng, b.cu_q, b.cu_k, topk);
-    for (int64_t t = 0; t < sq; t += 5) idx[t * topk + 2] = (int32_t)(skv + 17);  // out of range: skipped
-    for (int64_t t = 1; t < sq; t += 9) idx[t * topk + 3] = -3;                   // negative: skipped
-    for (int64_t t = 2; t < sq; t += 13)                                         // duplicate: counts twice
-        if (idx[t * topk] >= 0) idx[t * topk + 4] = idx[t * topk];
+    // c.topk keys per row, in rows of width `topk` (the name the kernel ABI gives the width).
+    auto sel = R::causal_topk_indices(rng, b.cu_q, b.cu_k, c.topk);
+    std::vector<int32_t> idx(size_t(sq * topk), -1);
+    for (int64_t t = 0; t < sq; ++t) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < c.topk; ++j)
+            if (sel[t * c.topk + j] >= 0 && n < topk) idx[t * topk + n++] = sel[t * c.topk + j];
+        if (!c.pad_at_end)
+            for (int64_t j = topk - 1; j > 0; --j) std::swap(idx[t * topk + j], idx[t * topk + rng.uniform_int(0, j)]);
+    }
+    if (topk > 4) {
+        for (int64_t t = 0; t < sq; t += 5) idx[t * topk + 2] = (int32_t)(skv + 17);  // out of range: skipped
+        for (int64_t t = 1; t < sq; t += 9) idx[t * topk + 3] = -3;                   // negative: skipped
+    }
+    for (int64_t t = 2; t < sq; t += 3) {  // duplicates: attended once
+        const int64_t n = std::max<int64_t>(1, topk / 8);
+        for (int64_t i = 0; i < n; ++i) {
+            const int32_t v = idx[t * topk + rng.uniform_int(0, topk - 1)];
+            if (v >= 0) idx[t * topk + rng.uniform_int(0, topk - 1)] = v;
+        }
+    }
     for (int64_t j = 0; j < topk; ++j) idx[(sq / 2) * topk + j] = -1;            // a row with nothing valid
+    const int64_t first_tok = c.batched ? b.cu_q[size_t(c.first_req)] : 0;
     const double scale = 1.0 / std::sqrt(192.0);
     auto q = rng.normal_bf16(sq * h * 576, 1.0);
     auto kv = rng.normal_bf16(skv * 576, 1.0);
-    DeviceBuffer<uint16_t> dq(q), dkv(kv), dout(sq * h * 512);
-    DeviceBuffer<int32_t> didx(idx), dcq(b.cu_q), dck(b.cu_k);
+    // Paged copy: each request's rows in its own shuffled pages (last page partial), request 1's first
+    // page shared with request 0's (same rows, copied into the contiguous kv the reference reads), spare
+    // pages and unused table entries poisoned / out of range.
+    const int64_t bs = c.block_size;
+    std::vector<int32_t> table;
+    std::vector<uint16_t> pages;
+    int64_t max_blocks = 0, num_pages = 0;
+    if (bs > 0) {
+        const int64_t nreq = b.batch();
+        const bool share = nreq >= 2 && b.cu_k[1] - b.cu_k[0] >= bs && b.cu_k[2] - b.cu_k[1] >= bs;
+        if (share)
+            for (int64_t i = 0; i < bs * 576; ++i) kv[size_t(b.cu_k[1] * 576 + i)] = kv[size_t(b.cu_k[0] * 576 + i)];
+        int64_t need = 0;
+        for (int64_t r = 0; r < nreq; ++r) {
+            const int64_t nb = (b.cu_k[r + 1] - b.cu_k[r] + bs - 1) / bs;
+            need += nb;
+            max_blocks = std::max(max_blocks, nb);
+        }
+        max_blocks += 1;
+        num_pages = need + 3;
+        std::vector<int32_t> perm(static_cast<size_t>(num_pages));
+        for (int64_t i = 0; i < num_pages; ++i) perm[size_t(i)] = int32_t(i);
+        for (int64_t i = num_pages - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.uniform_int(0, i))]);
+        pages.assign(size_t(num_pages * bs * 576), 0x7f7f);  // ~3e38: a read of a row nobody owns shows
+        table.assign(size_t(nreq * max_blocks), int32_t(num_pages + 7));
+        int64_t next = 0;
+        for (int64_t r = 0; r < nreq; ++r) {
+            const int64_t len = b.cu_k[r + 1] - b.cu_k[r];
+            for (int64_t blk = 0; blk * bs < len; ++blk) {
+                const int32_t pg = (share && r == 1 && blk == 0) ? table[0] : perm[size_t(next++)];
+                table[size_t(r * max_blocks + blk)] = pg;
+                for (int64_t i = 0; i < bs && blk * bs + i < len; ++i)
+                    std::copy_n(kv.begin() + (b.cu_k[r] + blk * bs + i) * 576, 576, pages.begin() + (pg * bs + i) * 576);
+            }
+        }
+    }
+    DeviceBuffer<uint16_t> dq(q), dkv(bs > 0 ? pages : kv), dout(sq * h * 512);
+    DeviceBuffer<int32_t> didx(idx), dcq(b.cu_q), dck(b.cu_k), dbt(table);
     DeviceBuffer<float> dlse(sq * h), dml(sq * h);
     mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     a.q = tensor(dq.get(), MLAJIT_BF16, {sq, h, 576});
-    a.kv = tensor(dkv.get(), MLAJIT_BF16, {skv, 576});
+    a.kv = bs > 0 ? tensor(dkv.get(), MLAJIT_BF16, {num_pages, bs, 576}) : tensor(dkv.get(), MLAJIT_BF16, {skv, 576});
     a.indices = tensor(didx.get(), MLAJIT_INT32, {sq, topk});
     a.out = tensor(dout.get(), MLAJIT_BF16, {sq, h, 512});
     a.lse = tensor(dlse.get(), MLAJIT_FP32, {sq, h});
     a.max_logits = tensor(dml.get(), MLAJIT_FP32, {sq, h});
-    if (c.batched) {
-        a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {4});
-        a.cu_seqlens_kv = tensor(dck.get(), MLAJIT_INT32, {4});
-        a.cu_seqlens_q_host = b.cu_q.data();
-        a.cu_seqlens_kv_host = b.cu_k.data();
+    if (c.batched) {  // requests first_req.. (cu_seqlens from an offset; tensors still from token 0)
+        const int64_t n = 4 - c.first_req;
+        a.cu_seqlens_q = tensor(dcq.get() + c.first_req, MLAJIT_INT32, {n});
+        a.cu_seqlens_kv = tensor(dck.get() + c.first_req, MLAJIT_INT32, {n});
+        a.cu_seqlens_q_host = b.cu_q.data() + c.first_req;
+        a.cu_seqlens_kv_host = b.cu_k.data() + c.first_req;
     }
     a.sm_scale = (float)scale;
-    MLAJIT_CHECK_OK(mlajit_sparse_mqa_prefill(G->handle, &a, G->stream));
+    if (bs > 0) {
+        mlajit_tensor bt = tensor(dbt.get(), MLAJIT_INT32, {b.batch(), max_blocks});
+        if (c.batched && c.first_req > 0) {  // the sub-batch's rows of the table
+            bt.data = dbt.get() + c.first_req * max_blocks;
+            bt.shape[0] = b.batch() - c.first_req;
+        }
+        auto plan = plan_sparse_mqa_paged(internal_handle().arch(), a, &bt);
+        launch_plan(internal_handle(), plan, G->stream);
+    } else {
+        MLAJIT_CHECK_OK(mlajit_sparse_mqa_prefill(G->handle, &a, G->stream));
+    }
     auto out = dout.download();
     auto lse = dlse.download();
     auto ml = dml.download();
-    check_all_written("out", out);
+    // Rows of the call written; rows before a sub-batch untouched (still the poison).
+    check_all_written("out", std::vector<uint16_t>(out.begin() + first_tok * h * 512, out.end()));
+    for (int64_t i = 0; i < first_tok * h * 512; ++i)
+        if (out[size_t(i)] != 0xFFFF) {
+            FAIL_CHECK("out: element " << i << " before the sub-batch's first token was written");
+            break;
+        }
+    const auto ref_idx = first_copies(idx, sq, topk);
 
     R::SparseMqaArgs ra;
     ra.q = R::View(q.data(), h * 576, 576);
     ra.kv = R::View(kv.data(), 576, 0);
-    ra.indices = idx.data();
+    ra.indices = ref_idx.data();
     ra.s_q = sq;
     ra.s_kv = skv;
     ra.heads = h;
@@ -235,6 +337,7 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     rows.push_back(sq / 2);  // the empty row is always checked
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [&](int64_t r) { return r < first_tok; }), rows.end());
     ra.rows = rows;
     auto want = R::sparse_mqa(ra);
     expect_ok(R::check_out("out", R::View(out.data(), h * 512, 512), want));
@@ -302,4 +405,30 @@ TEST_CASE("gpu: sparse MQA over heads, topk, invalid and duplicate indices, batc
     run_mqa_case(G, {128, 3000, 3000, 2048});
     run_mqa_case(G, {64, 600, 4000, 2048, true});
     run_mqa_case(G, {16, 300, 900, 64, true});
+}
+
+// The contract (DESIGN.md section 2): any width, duplicates attended once, padding anywhere, sub-batches,
+// a paged latent cache; on the Hopper tier and (MLAJIT_TIER=portable) on the portable one.
+void mqa_contract_cases(Gpu* G) {
+    for (int64_t h : {16, 64, 128}) {
+        for (int64_t width : {1, 7, 200, 2048 + 5}) run_mqa_case(G, {h, 150, 2600, std::min<int64_t>(width, 2048), false, width});
+        for (bool end : {false, true}) run_mqa_case(G, {h, 300, 2600, 2048, false, 2048 + 64, end});
+    }
+    run_mqa_case(G, {100, 200, 3000, 200, false, 256, true});            // top-k 200 padded to 256 at the row end
+    run_mqa_case(G, {64, 600, 4000, 2048, true, 0, false, 1});          // cu_seqlens[0] > 0
+    run_mqa_case(G, {16, 300, 900, 64, true, 0, false, 2});
+    for (int bs : {1, 16, 64}) {
+        run_mqa_case(G, {64, 600, 4000, 2048, true, 0, false, 0, bs});  // paged, out-of-order + shared pages
+        run_mqa_case(G, {20, 300, 1000, 256, true, 0, false, 1, bs});   // paged sub-batch
+    }
+}
+
+TEST_CASE("gpu: sparse MQA contract: widths, duplicates, padding, sub-batches, paged cache (both tiers)") {
+    MLAJIT_REQUIRE_GPU();
+    mqa_contract_cases(G);
+    setenv("MLAJIT_TIER", "portable", 1);
+    reload_config();
+    mqa_contract_cases(G);
+    unsetenv("MLAJIT_TIER");
+    reload_config();
 }

@@ -16,7 +16,10 @@ while read -r tag h n s k m pp skip; do
   [ "$m" != -1 ] && defs="$defs -DMJ_MQA_MINB=$m"
   [ "$pp" != -1 ] && defs="$defs -DMJ_MQA_PINGPONG=$pp"
   case $tag in *nt) defs="$defs -DMJ_MQA_PP_TURNS=0";; esac  # ping-pong without the S-turn alternation
-  $NVCC -Xptxas -v $defs -c kernel_cfg.cu -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
+  src=kernel_cfg.cu
+  case $tag in *sm90*) src=kernel_cfg90.cu; defs="-DCFG_TAG=$tag -DMJ_MQA90_DEV_SKIP=$skip"
+                       [ "$pp" != -1 ] && defs="$defs -DMJ_MQA90_OVERLAP=$pp";; esac
+  $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
 done < <(grep -o '^ *X([^)]*)' configs.h | sed 's/X(//; s/)//; s/,/ /g')
 $NVCC -c harness.cu -o $BUILD/harness.o &

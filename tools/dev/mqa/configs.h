@@ -2,7 +2,12 @@
 // build.sh compiles kernel_cfg.cu once per line of this list (it parses this file). KSPLIT / MINB /
 // PINGPONG -1 = the kernel's default (what the runtime gets). DEV_SKIP != 0 builds a timing-only variant
 // without the P V (1) or S (2) mma: the harness times it and does not check it.
+// Tags containing "sm90" build kernel_cfg90.cu (the Hopper tier, 64 x 64 x 2 only) instead; there PINGPONG
+// is MJ_MQA90_OVERLAP and DEV_SKIP 1 drops every wgmma.
 #define MQA_CONFIGS(X)                              \
+    X(h64sm90, 64, 64, 2, -1, -1, -1, 0)            \
+    X(h64sm90ls, 64, 64, 2, -1, -1, 0, 0)           \
+    X(h64sm90skip, 64, 64, 2, -1, -1, -1, 1)        \
     X(h64n64s2, 64, 64, 2, -1, -1, -1, 0)           \
     X(h64n64s2ls, 64, 64, 2, -1, -1, 0, 0)          \
     X(h64n64s2nt, 64, 64, 2, -1, -1, 1, 0)          \

@@ -125,6 +125,12 @@ struct Problem {
     std::vector<uint16_t> q, kv;
     std::vector<int> idx;
     std::vector<int> check_toks;
+    // Paged latent cache (block_size > 0): the device gets kv as shuffled pages + a block table; the
+    // reference keeps reading the contiguous rows.
+    int block_size = 0, max_blocks = 0, num_pages = 0;
+    std::vector<int> bt;
+    std::vector<uint16_t> kv_paged;
+    int* dbt = nullptr;
     std::vector<double> r_out, r_lse, r_ml;  // [check][h][512], [check][h]
     double valid_pairs = 0;                  // sum over tokens of valid indices
     // device
@@ -140,7 +146,12 @@ struct Problem {
             return;
         }
         int r = 0;
-        while (!(cu_q[r] <= tok && tok < cu_q[r + 1])) ++r;
+        while (r + 1 < (int)cu_q.size() && !(cu_q[r] <= tok && tok < cu_q[r + 1])) ++r;
+        if (r + 1 >= (int)cu_q.size()) {  // before a sub-batch's first token: not part of the call
+            base = 0;
+            len = 0;
+            return;
+        }
         base = cu_kv[r];
         len = cu_kv[r + 1] - cu_kv[r];
     }
@@ -210,6 +221,52 @@ static void row_same(Problem& P, Rng& rng, int tok) {
     for (int j = 0; j < P.topk; ++j) row[j] = v;
 }
 
+// Copies some valid keys of the row over other positions: duplicates (attended once).
+static void row_dups(Problem& P, Rng& rng, int tok, double frac) {
+    int* row = &P.idx[(size_t)tok * P.idx_st];
+    std::vector<int> valid;
+    for (int j = 0; j < P.topk; ++j)
+        if (row[j] >= 0) valid.push_back(row[j]);
+    if (valid.empty()) return;
+    const int n = std::max(1, (int)(frac * P.topk));
+    for (int i = 0; i < n; ++i) row[rng.below(P.topk)] = valid[rng.below((int)valid.size())];
+}
+// Pages the contiguous kv (requests cu_kv, or one sequence) into shuffled pages of `bs` rows: the last page
+// of a request partial, spare pages and unused table entries poisoned / out of range, request 1's first page
+// shared with request 0's (same rows copied into the contiguous kv, so the reference agrees).
+static void make_paged(Problem& P, Rng& rng, int bs) {
+    P.block_size = bs;
+    std::vector<int> cu = P.cu_kv.empty() ? std::vector<int>{0, P.s_kv} : P.cu_kv;
+    const int nreq = (int)cu.size() - 1;
+    const bool share = nreq >= 2 && cu[1] - cu[0] >= bs && cu[2] - cu[1] >= bs;
+    if (share)
+        for (int r = 0; r < bs; ++r)
+            for (int d = 0; d < 576; ++d) P.kv[(size_t)(cu[1] + r) * P.kv_st + d] = P.kv[(size_t)(cu[0] + r) * P.kv_st + d];
+    int need = 0, maxb = 1;
+    for (int r = 0; r < nreq; ++r) {
+        const int nb = (cu[r + 1] - cu[r] + bs - 1) / bs;
+        need += nb;
+        maxb = std::max(maxb, nb);
+    }
+    P.max_blocks = maxb + 1;
+    P.num_pages = need + 3;
+    std::vector<int> perm(P.num_pages);
+    for (int i = 0; i < P.num_pages; ++i) perm[i] = i;
+    for (int i = P.num_pages - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+    P.kv_paged.assign((size_t)P.num_pages * bs * P.kv_st, 0x7f7f);  // ~3e38: a read of an unused row shows
+    P.bt.assign((size_t)nreq * P.max_blocks, P.num_pages + 7);     // unused entries: out of range
+    int next = 0;
+    for (int r = 0; r < nreq; ++r) {
+        const int len = cu[r + 1] - cu[r];
+        for (int b = 0; b * bs < len; ++b) {
+            const int pg = (share && r == 1 && b == 0) ? P.bt[0] : perm[next++];
+            P.bt[(size_t)r * P.max_blocks + b] = pg;
+            for (int i = 0; i < bs && b * bs + i < len; ++i)
+                memcpy(&P.kv_paged[((size_t)pg * bs + i) * P.kv_st], &P.kv[(size_t)(cu[r] + b * bs + i) * P.kv_st], 576 * 2);
+        }
+    }
+}
+
 static void reference(Problem& P) {
     const int nc = (int)P.check_toks.size();
     P.r_out.assign((size_t)nc * P.h * 512, 0.0);
@@ -222,11 +279,13 @@ static void reference(Problem& P) {
         const int ci = job / P.h, hh = job % P.h, tok = P.check_toks[ci];
         int base, len;
         P.req_of(tok, base, len);
-        std::vector<int> rows;
+        std::vector<int> rows;  // the row's set of valid keys: a key listed twice is attended once
         for (int j = 0; j < P.topk; ++j) {
             int v = P.idx[(size_t)tok * P.idx_st + j];
             if (v >= 0 && v < len) rows.push_back(base + v);
         }
+        std::sort(rows.begin(), rows.end());
+        rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
         double* o = &P.r_out[((size_t)ci * P.h + hh) * 512];
         if (rows.empty()) {
             P.r_lse[(size_t)ci * P.h + hh] = -INFINITY;
@@ -260,8 +319,13 @@ static void reference(Problem& P) {
 static void upload(Problem& P) {
     CK(cudaMalloc(&P.dq, P.q.size() * 2));
     CK(cudaMemcpy(P.dq, P.q.data(), P.q.size() * 2, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&P.dkv, P.kv.size() * 2));
-    CK(cudaMemcpy(P.dkv, P.kv.data(), P.kv.size() * 2, cudaMemcpyHostToDevice));
+    const std::vector<uint16_t>& kvd = P.block_size ? P.kv_paged : P.kv;
+    CK(cudaMalloc(&P.dkv, kvd.size() * 2));
+    CK(cudaMemcpy(P.dkv, kvd.data(), kvd.size() * 2, cudaMemcpyHostToDevice));
+    if (P.block_size) {
+        CK(cudaMalloc(&P.dbt, P.bt.size() * 4));
+        CK(cudaMemcpy(P.dbt, P.bt.data(), P.bt.size() * 4, cudaMemcpyHostToDevice));
+    }
     CK(cudaMalloc(&P.didx, P.idx.size() * 4));
     CK(cudaMemcpy(P.didx, P.idx.data(), P.idx.size() * 4, cudaMemcpyHostToDevice));
     P.out_elems = (size_t)P.s_q * P.o_st;
@@ -276,13 +340,17 @@ static void upload(Problem& P) {
         CK(cudaMemcpy(P.dcukv, P.cu_kv.data(), P.cu_kv.size() * 4, cudaMemcpyHostToDevice));
     }
     P.valid_pairs = 0;
+    std::vector<int> keys;
     for (int t = 0; t < P.s_q; ++t) {
         int base, len;
         P.req_of(t, base, len);
+        keys.clear();
         for (int j = 0; j < P.topk; ++j) {
             int v = P.idx[(size_t)t * P.idx_st + j];
-            P.valid_pairs += (v >= 0 && v < len);
+            if (v >= 0 && v < len) keys.push_back(v);
         }
+        std::sort(keys.begin(), keys.end());
+        P.valid_pairs += std::unique(keys.begin(), keys.end()) - keys.begin();
     }
 }
 static void release(Problem& P) {
@@ -294,6 +362,7 @@ static void release(Problem& P) {
     cudaFree(P.dml);
     if (P.dcuq) cudaFree(P.dcuq);
     if (P.dcukv) cudaFree(P.dcukv);
+    if (P.dbt) cudaFree(P.dbt);
     P = Problem();
 }
 
@@ -322,6 +391,15 @@ static SparseMqaFwdParams params(const Problem& P) {
     p.topk = P.topk;
     p.sm_scale = P.sm_scale;
     p.sm_scale_log2 = (float)(P.sm_scale * 1.4426950408889634);
+    if (!P.cu_q.empty()) p.s_q = P.s_q - P.cu_q[0];  // the launcher's grid.x: a sub-batch covers cu_q[0]..
+    if (P.block_size) {
+        p.block_table = P.dbt;
+        p.bt_stride_req = P.max_blocks;
+        p.kv_stride_page = (mj_i64)P.block_size * P.kv_st;
+        p.block_size = P.block_size;
+        p.num_pages = P.num_pages;
+        if (P.cu_q.empty()) p.s_kv = P.max_blocks * P.block_size;
+    }
     return p;
 }
 
@@ -498,12 +576,45 @@ static Problem make_case(int which, Rng& rng) {
             for (int t = 0; t < 3; ++t) row_random(P, rng, t, 0.2);
             row_empty(P, 1);
             break;
+        case 12:
+            basic("width 1, 30% invalid", 40, 300, 16, 1, 1.0f);
+            for (int t = 0; t < 40; ++t) row_random(P, rng, t, 0.3);
+            break;
+        case 13:
+            basic("h64 width 7, duplicates", 12, 90, 64, 7, 1.0f);
+            for (int t = 0; t < 12; ++t) row_random(P, rng, t, 0.2), row_dups(P, rng, t, 0.4);
+            break;
+        case 14:
+            basic("h128 width 2053, causal + duplicates", 6, 5000, 128, 2053, 1.0f);
+            for (int t = 0; t < 6; ++t) row_causal(P, rng, t, 1000 * t + 500, scratch), row_dups(P, rng, t, 0.2);
+            break;
+        case 15:
+            basic("sub-batch: cu_seqlens_q[0] = 3, cu_seqlens_kv[0] = 450, h24 width 256", 9, 1760, 24, 256, 1.0f);
+            P.batch = 2;
+            P.cu_q = {3, 7, 9};
+            P.cu_kv = {450, 1700, 1760};
+            for (int t = 0; t < 9; ++t) row_random(P, rng, t, 0.15), row_dups(P, rng, t, 0.1);
+            P.check_toks = {3, 4, 5, 6, 7, 8};
+            break;
+        case 16:
+        case 17:
+        case 18: {
+            const int bs = which == 16 ? 16 : which == 17 ? 1 : 64;
+            basic(which == 16 ? "paged bs 16, batched, shared page" : which == 17 ? "paged bs 1, batched" : "paged bs 64, batched",
+                  9, 1760, 48, 300, 1.0f);
+            P.batch = 4;
+            P.cu_q = {0, 3, 3, 7, 9};
+            P.cu_kv = {0, 400, 450, 1700, 1760};
+            for (int t = 0; t < 9; ++t) row_random(P, rng, t, 0.15), row_dups(P, rng, t, 0.1);
+            make_paged(P, rng, bs);
+            break;
+        }
         default:
             break;
     }
     return P;
 }
-static const int kNumCases = 12;
+static const int kNumCases = 19;
 
 static std::vector<const Cfg*> pick(const std::string& list) {
     std::vector<const Cfg*> v;
@@ -512,18 +623,28 @@ static std::vector<const Cfg*> pick(const std::string& list) {
     return v;
 }
 
+// Bench problem: s_q = s_kv = g_bench_s, topk 2048 causal rows; -1 padding at the row end or scattered
+// over the row (g_scatter): the compacted key set must make the two cost the same.
+static int g_bench_s = 8192;
+static bool g_scatter = false;
 static Problem make_bench(int h, Rng& rng) {
     Problem P;
-    P.name = "bench";
-    P.s_q = 4096;
-    P.s_kv = 4096;
+    P.name = g_scatter ? "bench (scattered padding)" : "bench (padding at row end)";
+    P.s_q = g_bench_s;
+    P.s_kv = g_bench_s;
     P.h = h;
     P.topk = 2048;
     P.sm_scale = (float)(1.0 / sqrt(192.0) * 1.3);
     alloc_inputs(P, rng, 1.0f, false);
     std::vector<int> scratch;
-    for (int t = 0; t < P.s_q; ++t) row_causal(P, rng, t, t, scratch);
-    P.check_toks = {0, 1, 2, 63, 64, 1000, 2046, 2047, 2048, 3071, 4095};
+    for (int t = 0; t < P.s_q; ++t) {
+        row_causal(P, rng, t, t, scratch);
+        if (g_scatter) {
+            int* row = &P.idx[(size_t)t * P.idx_st];
+            for (int j = P.topk - 1; j > 0; --j) std::swap(row[j], row[rng.below(j + 1)]);
+        }
+    }
+    P.check_toks = {0, 1, 2, 63, 64, 1000, 2046, 2047, 2048, 3071, P.s_q - 1};
     for (int i = 0; i < 5; ++i) P.check_toks.push_back(rng.below(P.s_q));
     return P;
 }
@@ -538,6 +659,8 @@ int main(int argc, char** argv) {
         else if (a == "--bench-configs" && i + 1 < argc) bench_list = argv[++i];
         else if (a == "--no-check") check = false;
         else if (a == "--bench-heads" && i + 1 < argc) bench_heads = argv[++i];
+        else if (a == "--bench-s" && i + 1 < argc) g_bench_s = atoi(argv[++i]);
+        else if (a == "--scatter") g_scatter = true;
         else if (a == "--reps" && i + 1 < argc) reps = atoi(argv[++i]);
         else if (a == "--no-bench") bench = false;
         else if (a == "--sanitize") sanitize = true, bench = false, g_single_launch = true;
@@ -580,11 +703,36 @@ int main(int argc, char** argv) {
     struct Row {
         std::string tag;
         int h;
-        double ms, tf_all, tf_valid;
+        double ms, tf_all, tf_valid, gather_tbs;
         const char* status;
     };
     std::vector<Row> rows;
+    double copy_tbs = 0;
     if (bench) {
+        // The copy ceiling in this run: device-to-device 1 GiB, bytes read + written.
+        const size_t cb = size_t(1) << 30;
+        void *ca, *cbuf;
+        CK(cudaMalloc(&ca, cb));
+        CK(cudaMalloc(&cbuf, cb));
+        CK(cudaMemset(ca, 1, cb));
+        cudaEvent_t c0, c1;
+        CK(cudaEventCreate(&c0));
+        CK(cudaEventCreate(&c1));
+        std::vector<float> ct;
+        for (int i = 0; i < 6; ++i) {
+            CK(cudaEventRecord(c0));
+            CK(cudaMemcpy(cbuf, ca, cb, cudaMemcpyDeviceToDevice));
+            CK(cudaEventRecord(c1));
+            CK(cudaEventSynchronize(c1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, c0, c1));
+            ct.push_back(ms);
+        }
+        std::sort(ct.begin(), ct.end());
+        copy_tbs = 2.0 * cb / (ct[ct.size() / 2] * 1e-3) * 1e-12;
+        out("copy ceiling: %.2f TB/s (1 GiB device-to-device, read + write)\n", copy_tbs);
+        CK(cudaFree(ca));
+        CK(cudaFree(cbuf));
         std::vector<int> hs;
         for (size_t a = 0; a < bench_heads.size();) {
             size_t b = bench_heads.find(',', a);
@@ -606,7 +754,7 @@ int main(int argc, char** argv) {
                 if (h >= 64 && c->bh != 64) continue;
                 if (c->skip && h != 128) continue;
                 if (h == 32 && c->bh == 16) continue;
-                if (h == 16 && !(c->bh == 16 || !strcmp(c->tag, "h64n64s2"))) continue;
+                if (h == 16 && !(c->bh == 16 || !strcmp(c->tag, "h64n64s2") || !strncmp(c->tag, "h64sm90", 7))) continue;
                 sel.push_back(c);
             }
             if (!sel.empty()) sel.push_back(sel.front());  // the first again: run-to-run spread
@@ -638,7 +786,10 @@ int main(int argc, char** argv) {
                 std::sort(ts.begin(), ts.end());
                 const double ms = ts[ts.size() / 2];
                 const std::string tag = std::string(c->tag) + (repeat ? "(again)" : "");
-                rows.push_back({tag, h, ms, flops_all / ms * 1e-9, flops_valid / ms * 1e-9, c->skip ? "diag" : repeat ? "-" : R.ok ? "ok" : "FAIL"});
+                // Gathered latent bytes: every valid key's 1152-byte row, once per 64- (or BLOCK_H-) head block.
+                const double gathered = P.valid_pairs * 1152.0 * ((h + c->bh - 1) / c->bh);
+                rows.push_back({tag, h, ms, flops_all / ms * 1e-9, flops_valid / ms * 1e-9, gathered / (ms * 1e-3) * 1e-12,
+                                c->skip ? "diag" : repeat ? "-" : R.ok ? "ok" : "FAIL"});
                 out("  %-17s %s rel %.3e lse %.2e ml %.2e det %s  %.3f ms (min %.3f max %.3f)  %.1f TFLOP/s (valid %.1f) %s\n",
                     tag.c_str(), repeat || c->skip ? "----" : R.ok ? "PASS" : "FAIL", R.rel, R.lse_err, R.ml_err, R.deterministic ? "yes" : "NO", ms,
                     ts.front(), ts.back(), flops_all / ms * 1e-9, flops_valid / ms * 1e-9, R.first_fail.c_str());
@@ -650,9 +801,10 @@ int main(int argc, char** argv) {
     }
     out("\n%d checks, %d failed\n", total_run, total_fail);
     if (!rows.empty()) {
-        out("%-17s %5s %9s %12s %14s %s\n", "config", "heads", "ms", "TFLOP/s", "TFLOP/s valid", "check");
+        out("%-17s %5s %9s %12s %14s %12s %s   (copy ceiling %.2f TB/s)\n", "config", "heads", "ms", "TFLOP/s", "TFLOP/s valid",
+            "gather TB/s", "check", copy_tbs);
         for (auto& r : rows)
-            out("%-17s %5d %9.3f %12.1f %14.1f %s\n", r.tag.c_str(), r.h, r.ms, r.tf_all, r.tf_valid, r.status);
+            out("%-17s %5d %9.3f %12.1f %14.1f %12.2f %s\n", r.tag.c_str(), r.h, r.ms, r.tf_all, r.tf_valid, r.gather_tbs, r.status);
     }
     if (g_log) fclose(g_log);
     return total_fail ? 1 : 0;

@@ -1,0 +1,187 @@
+// Sparse MQA, both tiers: the index row of one query token as a set of keys, compacted.
+//
+// A top-k selection is a set: every valid key of the row is attended exactly once, wherever it sits in the
+// row and however often it is listed. Before its main loop a block turns its index row into
+//   * keep: a bitmap over the row's positions, bit set where the position holds a valid key that no other
+//     kept position holds (invalid = -1, outside [0, s_kv of the request), or, paged, on a page id outside
+//     [0, num_pages));
+//   * pref: the exclusive prefix count of keep per 32-position word (uint16), and nvalid, the total.
+// The c-th kept key (c < nvalid) is then found by a binary search over pref and a find-n-th-set-bit in one
+// word, so the main loop runs over ceil(nvalid / BLOCK_N) full tiles: -1 padding and duplicates cost nothing
+// wherever they sit in the row.
+// Duplicates are found with an open-addressing hash table in scratch shared memory (the gather ring, which is
+// free before the pipeline starts): entries are (key, lowest position holding it), 64 bits each; the copy at
+// the lowest position survives, so the compacted order (and with it every result bit) is the same on every
+// run, whatever order the threads insert in.
+#pragma once
+#include "mlajit_device.cuh"
+
+namespace mj_idx {
+
+constexpr int kMaxWidth = mj_mqa_max_width;          // index row width bound (host refuses wider rows)
+constexpr int kWords = kMaxWidth / 32;               // keep / pref entries
+constexpr int kSetBytes = mj_mqa_index_set_bytes;    // keep [kWords] u32, pref [kWords] u16, nvalid
+static_assert(kSetBytes >= kWords * 6 + 4, "index set layout");
+constexpr int kHashSlotsMax = kMaxWidth;             // 8 bytes a slot
+constexpr int kHashBytes = kHashSlotsMax * 8;         // scratch the widest row's table needs
+constexpr unsigned long long kEmpty = ~0ull;
+
+// The request a token belongs to and where its keys live.
+struct Request {
+    int r;           // request number (0 in the single-sequence form)
+    int kv_len;      // keys of the request: an index is valid iff 0 <= index < kv_len
+    mj_i64 kv_base;  // contiguous form: kv row of the request's key 0
+};
+
+// The token of grid block `b` of `nblocks` (later tokens, which have more keys, go first) and its request.
+// Batched form: the call covers tokens cu_q[0] .. cu_q[batch] - 1 (cu_q[0] may be > 0: a sub-batch of a
+// larger batch, tensors still indexed from token 0).
+MJ_DEVICE int token_of_block(const SparseMqaFwdParams& p, int b, int nblocks) {
+    const int first = p.cu_seqlens_q ? p.cu_seqlens_q[0] : 0;
+    return first + nblocks - 1 - b;
+}
+MJ_DEVICE Request request_of_token(const SparseMqaFwdParams& p, int tok) {
+    Request q{0, p.s_kv, 0};
+    if (p.cu_seqlens_q != nullptr) {  // largest r with cu_q[r] <= tok
+        int lo = 0, hi = p.batch;
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) >> 1;
+            if (p.cu_seqlens_q[mid] <= tok) lo = mid; else hi = mid;
+        }
+        q.r = lo;
+        q.kv_base = p.cu_seqlens_kv[lo];
+        q.kv_len = p.cu_seqlens_kv[lo + 1] - (int)q.kv_base;
+    }
+    return q;
+}
+
+// Page id of key `key` of request `rq` (paged form), or -1 where the table entry is outside [0, num_pages).
+MJ_DEVICE int page_of(const SparseMqaFwdParams& p, const Request& rq, int key) {
+    const int pg = p.block_table[(mj_i64)rq.r * p.bt_stride_req + key / p.block_size];
+    return pg >= 0 && pg < p.num_pages ? pg : -1;
+}
+
+// The latent row of a valid key (already checked by the set build).
+MJ_DEVICE const unsigned char* kv_row(const SparseMqaFwdParams& p, const Request& rq, int key) {
+    const unsigned char* kv = (const unsigned char*)p.kv;
+    if (p.block_table != nullptr) {
+        const int pg = p.block_table[(mj_i64)rq.r * p.bt_stride_req + key / p.block_size];
+        return kv + ((mj_i64)pg * p.kv_stride_page + (mj_i64)(key % p.block_size) * p.kv_stride_tok) * 2;
+    }
+    return kv + (rq.kv_base + key) * p.kv_stride_tok * 2;
+}
+
+MJ_DEVICE bool key_valid(const SparseMqaFwdParams& p, const Request& rq, int key) {
+    if (key < 0 || key >= rq.kv_len) return false;
+    return p.block_table == nullptr || page_of(p, rq, key) >= 0;
+}
+
+MJ_DEVICE unsigned hash_slot(unsigned key, unsigned mask) { return (key * 2654435761u >> 7) & mask; }
+
+// Hash-table slots for a row of `width` positions: a power of two >= 2 * width (load factor <= 1/2), at most
+// kHashSlotsMax (then >= width: the load factor stays <= 1 and every insert finds a slot).
+MJ_DEVICE int hash_slots(int width) {
+    int n = 64;
+    while (n < 2 * width && n < kHashSlotsMax) n <<= 1;
+    return n;
+}
+
+// Inserts (key, pos) keeping the lowest position per key; returns the slot.
+MJ_DEVICE unsigned hash_insert(unsigned long long* tab, unsigned mask, unsigned key, unsigned pos) {
+    const unsigned long long mine = ((unsigned long long)key << 32) | pos;
+    unsigned s = hash_slot(key, mask);
+    unsigned long long cur = tab[s];
+    for (;;) {
+        if (cur == kEmpty || (unsigned)(cur >> 32) == key) {
+            if (cur != kEmpty && (unsigned)cur <= pos) return s;  // a lower copy is already there
+            const unsigned long long seen = atomicCAS(&tab[s], cur, mine);
+            if (seen == cur) return s;
+            cur = seen;  // lost a race: look at what is there now (same slot)
+        } else {
+            s = (s + 1) & mask;
+            cur = tab[s];
+        }
+    }
+}
+
+// Builds keep / pref / nvalid for the token's row. All THREADS threads of the block call it; `hash` is
+// scratch of >= hash_slots(width) * 4 bytes, `warp_tot` 32 bytes of scratch. Ends with a block barrier;
+// the scratch is free again afterwards. Reads every index of the row once (plus one block-table entry per
+// valid index in the paged form).
+template <int THREADS>
+MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
+                         unsigned short* pref, int* nvalid, unsigned long long* hash) {
+    static_assert(THREADS % 32 == 0, "whole warps");
+    static_assert(kMaxWidth % THREADS == 0 || THREADS % 32 == 0, "positions a thread");
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int slots = hash_slots(width);
+    for (int i = tid; i < slots; i += THREADS) hash[i] = kEmpty;
+    __syncthreads();
+    const unsigned mask = (unsigned)slots - 1;
+    // Pass 1: every valid position inserts itself; the table ends with the lowest position of each key.
+    // Each thread remembers the slots of its positions (rows up to kMaxWidth: kMaxWidth / THREADS + 1 each).
+    constexpr int kPer = (kMaxWidth + THREADS - 1) / THREADS;
+    int slot_of[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int pos = w * 32 + i * THREADS + lane;
+        slot_of[i] = -1;
+        if (pos < width) {
+            const int key = irow[pos];
+            if (key_valid(p, rq, key)) slot_of[i] = (int)hash_insert(hash, mask, (unsigned)key, (unsigned)pos);
+        }
+    }
+    __syncthreads();
+    // Pass 2: a position is kept iff it is its key's lowest. Each warp's 32 consecutive positions: one word.
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int base = w * 32 + i * THREADS;
+        if (base >= width) break;  // uniform across the warp
+        const int pos = base + lane;
+        const bool keepit = slot_of[i] >= 0 && (unsigned)hash[slot_of[i]] == (unsigned)pos;
+        const unsigned bal = __ballot_sync(0xffffffffu, keepit);
+        if (lane == 0) keep[base >> 5] = bal;
+    }
+    __syncthreads();
+    // Exclusive prefix over the row's words (<= 256): warp 0, 8 words a lane.
+    if (w == 0) {
+        const int nw = (width + 31) >> 5;
+        constexpr int kPer = kWords / 32;
+        int c[kPer], sum = 0;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+            const int wd = lane * kPer + i;
+            c[i] = wd < nw ? __popc(keep[wd]) : 0;
+            sum += c[i];
+        }
+        int incl = sum;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, incl, d);
+            if (lane >= d) incl += v;
+        }
+        int run = incl - sum;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+            const int wd = lane * kPer + i;
+            if (wd < nw) pref[wd] = (unsigned short)run;
+            run += c[i];
+        }
+        if (lane == 31) *nvalid = incl;
+    }
+    __syncthreads();
+}
+
+// Position in the row of the c-th kept key (0 <= c < nvalid).
+MJ_DEVICE int kept_position(const unsigned* keep, const unsigned short* pref, int nwords, int c) {
+    int lo = 0, hi = nwords;  // largest word with pref <= c
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if ((int)pref[mid] <= c) lo = mid; else hi = mid;
+    }
+    unsigned bit;
+    asm("fns.b32 %0, %1, 0, %2;" : "=r"(bit) : "r"(keep[lo]), "r"(c - (int)pref[lo] + 1));
+    return lo * 32 + (int)bit;
+}
+
+}  // namespace mj_idx

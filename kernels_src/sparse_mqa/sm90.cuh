@@ -1,0 +1,415 @@
+// Sparse MQA prefill, Hopper tier (sm_90a): wgmma with both operands in shared memory, cp.async gathers
+// of whole 576-wide latent rows completing on mbarriers, a producer warp and two math warpgroups.
+// Semantics: DESIGN.md section 2 and the SparseMqaFwdParams comment in mlajit_abi.h (the same as the
+// portable tier, sparse_mqa/sm80.cuh; both build the row's compacted key set with sparse_mqa/index_set.cuh).
+//
+// Supported specialization: BLOCK_H 64, BLOCK_N 64, STAGES 2 (mj_mqa90_smem_bytes: 232,000 B of the
+// 232,448 an sm_90 block may opt into). grid = (tokens, ceil(h / 64)), mj_mqa90_threads() threads.
+//
+// Design (one block = one query token x 64 heads; the loop runs over 64-key tiles of the compacted set):
+//  * Q [64 x 576] stays in shared memory; every gathered K tile [64 x 576] lands in a 2-slot ring. Both
+//    are stored as nine 64-column blocks of [rows][128 B] with the 128-byte swizzle (16-byte chunk XOR
+//    row % 8), the layout wgmma reads: K-major for S = Q K^T, and the first eight blocks of the same tile
+//    read MN-major (transposed) as V for O = P V. No copy of V.
+//  * Warpgroup 2 (the producer, 40 registers a thread after setmaxnreg; the math warpgroups get 232)
+//    gathers the tiles: a warp copies one key row at a time with coalesced 16-byte cp.async (512 bytes
+//    an instruction), completion arriving on the slot's "full" mbarrier; it refills a slot once both math
+//    warpgroups arrived on its "empty" mbarrier. (v1 gave each thread half a row: 16 rows per
+//    instruction, 36 instructions a thread; gather-bound at 8.7 ms for h = 128 at 8k.)
+//  * Warpgroup g (warps 4g..4g+3) computes S for keys 32g..32g+31 of the tile (m64n32k16, 36 k-steps),
+//    the two exchange row maxima through shared memory (one named barrier), each writes its half of
+//    P (bf16) to shared memory, and after a second barrier each accumulates its half of the 512 output
+//    columns: O[:, 256g..256g+255] += P V (m64n256k16, 4 k-steps), 128 fp32 accumulators a thread.
+//  * Row sums stay per warpgroup until the epilogue; O is normalized, staged through the Q region and
+//    written with 16-byte stores.
+#include "mlajit_device.cuh"
+#include "sparse_mqa/index_set.cuh"
+
+// ================= Hopper PTX wrappers (namespace mj90; the lead folds them into kernels_src/sm90.cuh) =================
+namespace mj90 {
+
+MJ_DEVICE unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+MJ_DEVICE void mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+MJ_DEVICE void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+MJ_DEVICE void mbar_arrive(unsigned long long* bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(smem_u32(bar)) : "memory");
+}
+MJ_DEVICE void mbar_wait(unsigned long long* bar, unsigned phase) {
+    asm volatile(
+        "{\n .reg .pred p;\n MJ90_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra MJ90_WAIT;\n}" ::"r"(
+            smem_u32(bar)),
+        "r"(phase)
+        : "memory");
+}
+MJ_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+MJ_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+MJ_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+MJ_DEVICE void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Shared-memory matrix descriptor: start address, leading / stride byte offsets, swizzle (128/64/32/0 B).
+MJ_DEVICE unsigned long long smem_desc(const void* smem, int swizzle_bytes, int sbo_bytes, int lbo_bytes) {
+    const unsigned long long layout = swizzle_bytes == 128 ? 1ull : swizzle_bytes == 64 ? 2ull : swizzle_bytes == 32 ? 3ull : 0ull;
+    return (unsigned long long)((smem_u32(smem) & 0x3FFFF) >> 4) | ((unsigned long long)((lbo_bytes >> 4) & 0x3FFF) << 16) |
+           ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (layout << 62);
+}
+// The same from a shared-window address (cheaper in loops: add byte offsets to the address, not the pointer).
+MJ_DEVICE unsigned long long smem_desc_addr(unsigned addr, int swizzle_bytes, int sbo_bytes, int lbo_bytes) {
+    const unsigned long long layout = swizzle_bytes == 128 ? 1ull : swizzle_bytes == 64 ? 2ull : swizzle_bytes == 32 ? 3ull : 0ull;
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo_bytes >> 4) & 0x3FFF) << 16) |
+           ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (layout << 62);
+}
+
+template <int R>
+MJ_DEVICE void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
+}
+template <int R>
+MJ_DEVICE void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
+}
+MJ_DEVICE void named_bar_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+MJ_DEVICE void named_bar_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+
+MJ_DEVICE void cp_async_16(void* smem, const void* gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+}
+MJ_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+MJ_DEVICE void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// Extra (not in the shared vocabulary): the completion of this thread's earlier cp.async arrives on `bar`
+// (noinc: the barrier's expected count includes these arrivals).
+MJ_DEVICE void cp_async_mbar_arrive_noinc(unsigned long long* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// D[64 x 32] (fp32, 16 registers a thread) += A[64 x 16] . B[16 x 32], A and B from shared memory
+// (descriptors); trans_b = 1 reads B as MN-major (V stored [key][column]), 0 as K-major.
+template <int TRANS_B>
+MJ_DEVICE void wgmma_m64n32k16_ss(float (&d)[16], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %19, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, %18;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "n"(TRANS_B), "r"(1));
+}
+
+// D[64 x 256] (fp32, 128 registers a thread) += A[64 x 16] . B[16 x 256], A and B from shared memory
+// (descriptors); trans_b = 1 reads B as MN-major (V stored [key][column]), 0 as K-major.
+template <int TRANS_B>
+MJ_DEVICE void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %131, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, %130;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b), "n"(TRANS_B), "r"(1));
+}
+
+
+}  // namespace mj90
+// ================= end of the Hopper PTX wrappers =================
+
+#ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
+#define MJ_MQA90_OVERLAP 1
+#endif
+#ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong)
+#define MJ_MQA90_DEV_SKIP 0
+#endif
+
+namespace mj_mqa90 {
+
+constexpr int kH = MJ_BLOCK_H;
+constexpr int kN = MJ_BLOCK_N;
+constexpr int kS = MJ_STAGES;
+static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized for 512 latent + 64 rope");
+static_assert(kH == 64 && kN == 64 && kS == 2, "sparse MQA sm90: the supported specialization is 64 x 64, 2 stages");
+static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
+constexpr int kThreads = mj_mqa90_threads();
+constexpr int kConsumers = 256;   // two math warpgroups
+constexpr int kBlk = 64 * 128;    // one 64-column block of a 64-row tile, bytes
+constexpr int kTileBytes = 9 * kBlk;
+// Shared memory layout (bytes).
+constexpr int kOffQ = 0;
+constexpr int kOffK = kTileBytes;
+constexpr int kOffP = kOffK + kS * kTileBytes;  // P bf16 [64 heads][64 keys], swizzled like a tile block
+constexpr int kOffMax = kOffP + kBlk;           // fp32 [2 warpgroups][64 rows]: tile row maxima, then row sums
+constexpr int kOffBar = kOffMax + 2 * 64 * 4;   // mbarriers full[kS], empty[kS]
+constexpr int kOffSet = kOffBar + 2 * kS * 8;   // the row's key set (index_set.cuh)
+constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
+static_assert(kSmem == mj_mqa90_smem_bytes(), "sparse MQA sm90: layout and mj_mqa90_smem_bytes disagree");
+static_assert(kSmem <= 232448, "sparse MQA sm90: over the per-block shared memory of sm_90");
+static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
+constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads
+
+// Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
+MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
+
+}  // namespace mj_mqa90
+
+extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_sparse_mqa_fwd_sm90(const SparseMqaFwdParams p) {
+    using namespace mj_mqa90;
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tok = mj_idx::token_of_block(p, (int)blockIdx.x, (int)gridDim.x);
+    const int head0 = blockIdx.y * kH;
+    const int nh = p.num_heads;
+    unsigned long long* full = (unsigned long long*)(smem + kOffBar);
+    unsigned long long* empty = full + kS;
+    unsigned* s_keep = (unsigned*)(smem + kOffSet);
+    unsigned short* s_pref = (unsigned short*)(smem + kOffSet + mj_idx::kWords * 4);
+    int* s_nvalid = (int*)(smem + kOffSet + mj_idx::kWords * 6);
+    float* s_max = (float*)(smem + kOffMax);
+    if (tid == 0 && (mj90::smem_u32(smem) & 1023u) != 0u) __trap();  // the 128-byte swizzle needs 1 KiB alignment
+
+    // Q first (math threads): its latency hides behind the index set build.
+    if (tid < kConsumers) {
+        const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
+        for (int i = tid; i < kH * 72; i += kConsumers) {
+            const int row = i / 72, c = i - row * 72;
+            const bool ok = head0 + row < nh;
+            const unsigned char* src = ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
+            mj90::cp_async_16(smem + kOffQ + tile_off(row, c), src, ok);
+        }
+        mj90::cp_async_commit();
+    }
+    if (tid == 0) {
+        for (int s = 0; s < kS; ++s) {
+            mj90::mbar_init(&full[s], 128);          // one cp.async-completion arrive per producer thread
+            mj90::mbar_init(&empty[s], kConsumers);  // every math thread after its P V
+        }
+    }
+    const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
+    const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
+    const int width = p.topk;
+    mj_idx::build_set<kThreads>(p, rq, irow, width, s_keep, s_pref, s_nvalid, (unsigned long long*)(smem + kOffK));
+    const int nvalid = *s_nvalid;
+    const int nwords = (width + 31) >> 5;
+    const int ntiles = (nvalid + kN - 1) / kN;
+
+    if (warp >= 8) {
+        // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
+        // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
+        // 512 contiguous bytes of one latent row, and its shared-memory writes fill every bank 4 times.
+        mj90::setmaxnreg_dec<40>();
+        const int pw = warp - 8;
+        for (int t = 0; t < ntiles; ++t) {
+            const int slot = t % kS;
+            const int c = t * kN + pw * 16 + (lane & 15);  // lanes 16..31 repeat lanes 0..15's rows
+            const unsigned char* mine =
+                c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
+            if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+            unsigned char* tile = smem + kOffK + slot * kTileBytes;
+#pragma unroll 4
+            for (int i = 0; i < 16; ++i) {
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                const int r = pw * 16 + i;
+                const bool ok = rowp != nullptr;
+                const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+                mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
+                mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
+                if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
+            }
+            mj90::cp_async_mbar_arrive_noinc(&full[slot]);
+        }
+        mj90::cp_async_wait<0>();
+        return;
+    }
+
+    // ---- math warpgroups ----
+    mj90::setmaxnreg_inc<232>();
+    const int wg = warp >> 2;                    // 0 or 1
+    const int wt = tid & 127;                    // thread within the warpgroup
+    const int row0 = (wt >> 5) * 16 + (lane >> 2);  // accumulator rows row0, row0 + 8
+    const int q4 = lane & 3;
+    const float sl2 = p.sm_scale_log2;
+    const unsigned sq = mj90::smem_u32(smem + kOffQ);
+    const unsigned sk = mj90::smem_u32(smem + kOffK);
+    const unsigned sp = mj90::smem_u32(smem + kOffP);
+
+    mj90::cp_async_wait<0>();
+    mj90::fence_proxy_async();                   // Q, written by cp.async, is read by wgmma
+    mj90::named_bar_sync(kBarEnd, kConsumers);
+
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    float m0 = MJ_NEG_INF, m1 = MJ_NEG_INF, l0 = 0.f, l1 = 0.f;
+
+    // S[64 heads x this warpgroup's 32 keys] of the tile in `tile` = Q K^T over 36 k-steps of 16 (issued,
+    // committed as one group; the caller waits).
+    float s[16];
+    auto issue_s = [&](unsigned tile) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) s[i] = 0.f;
+        mj90::wgmma_fence();
+        if constexpr (MJ_MQA90_DEV_SKIP == 0) {
+#pragma unroll
+            for (int kk = 0; kk < 36; ++kk) {
+                const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
+                mj90::wgmma_m64n32k16_ss<0>(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16),
+                                            mj90::smem_desc_addr(tile + koff + wg * 32 * 128, 128, 1024, 16));
+            }
+        }
+        mj90::wgmma_commit();
+    };
+    // O[:, 256 wg ..] += P V: V = the first 8 column blocks of the tile, read MN-major.
+    auto issue_pv = [&](unsigned tile) {
+        mj90::wgmma_fence();
+        if constexpr (MJ_MQA90_DEV_SKIP == 0) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(sp + j * 32, 128, 1024, 16),
+                                             mj90::smem_desc_addr(tile + wg * 4 * kBlk + j * 2048, 128, 1024, kBlk));
+        }
+        mj90::wgmma_commit();
+    };
+    // Online softmax of tile t (S in s): row maxima exchanged between the warpgroups, O rescaled, this
+    // warpgroup's half of P written; ends when both halves of P are in shared memory.
+    auto softmax = [&](int t) {
+        const int cbase = t * kN + wg * 32 + 2 * q4;
+        float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                if (cbase + i * 8 + j >= nvalid) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
+                mx0 = fmaxf(mx0, s[4 * i + j]);
+                mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
+            }
+        mx0 = mj_warp_max4(mx0);
+        mx1 = mj_warp_max4(mx1);
+        if (q4 == 0) {
+            s_max[wg * 64 + row0] = mx0;
+            s_max[wg * 64 + row0 + 8] = mx1;
+        }
+        mj90::named_bar_sync(kBarMax, kConsumers);
+        mx0 = fmaxf(mx0, s_max[(1 - wg) * 64 + row0]);
+        mx1 = fmaxf(mx1, s_max[(1 - wg) * 64 + row0 + 8]);
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
+        const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
+        const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
+        const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
+        m0 = mn0;
+        m1 = mn1;
+        float rs0 = 0.f, rs1 = 0.f;
+        unsigned char* prow0 = smem + kOffP + row0 * 128;
+        unsigned char* prow1 = prow0 + 8 * 128;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
+            const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
+            rs0 += p00 + p01;
+            rs1 += p10 + p11;
+            const int ch = wg * 4 + i;  // 16-byte chunk of keys 8ch..8ch+7
+            *(mj_u32*)(prow0 + ((ch ^ (row0 & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p00, p01);
+            *(mj_u32*)(prow1 + ((ch ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p10, p11);
+        }
+        l0 = l0 * al0 + rs0;
+        l1 = l1 * al1 + rs1;
+        if (al0 != 1.f || al1 != 1.f) {
+#pragma unroll
+            for (int i = 0; i < 32; ++i) {
+                o[4 * i] *= al0;
+                o[4 * i + 1] *= al0;
+                o[4 * i + 2] *= al1;
+                o[4 * i + 3] *= al1;
+            }
+        }
+        mj90::fence_proxy_async();  // P (ordinary stores) is read by wgmma
+        mj90::named_bar_sync(kBarP, kConsumers);
+    };
+
+#if MJ_MQA90_OVERLAP
+    // Overlapped: the tensor pipe runs P V of tile t and S of tile t + 1 back to back; the softmax of t + 1
+    // follows. A slot is released when its P V completes.
+    if (ntiles > 0) {
+        mj90::mbar_wait(&full[0], 0u);
+        mj90::fence_proxy_async();
+        issue_s(sk);
+        mj90::wgmma_wait<0>();
+    }
+    for (int t = 0; t < ntiles; ++t) {
+        const int slot = t % kS;
+        softmax(t);  // P V of t - 1 completed at the end of the previous iteration: P and O are free
+        issue_pv(sk + slot * kTileBytes);
+        if (t + 1 < ntiles) {
+            const int ns = (t + 1) % kS;
+            mj90::mbar_wait(&full[ns], (unsigned)(((t + 1) / kS) & 1));
+            mj90::fence_proxy_async();
+            issue_s(sk + ns * kTileBytes);
+            mj90::wgmma_wait<1>();  // P V of t done (groups complete in order)
+            mj90::mbar_arrive(&empty[slot]);
+            mj90::wgmma_wait<0>();
+        } else {
+            mj90::wgmma_wait<0>();
+            mj90::mbar_arrive(&empty[slot]);
+        }
+    }
+#else
+    for (int t = 0; t < ntiles; ++t) {
+        const int slot = t % kS;
+        mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
+        mj90::fence_proxy_async();
+        const unsigned tile = sk + slot * kTileBytes;
+        issue_s(tile);
+        mj90::wgmma_wait<0>();
+        softmax(t);
+        issue_pv(tile);
+        mj90::wgmma_wait<0>();
+        mj90::mbar_arrive(&empty[slot]);
+    }
+#endif
+
+    // ---- epilogue: total row sums across the two warpgroups, lse / max_logits, O normalized and stored ----
+    l0 = mj_warp_sum4(l0);
+    l1 = mj_warp_sum4(l1);
+    mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q, P and the maxima scratch is done
+    if (q4 == 0) {
+        s_max[wg * 64 + row0] = l0;
+        s_max[wg * 64 + row0 + 8] = l1;
+    }
+    mj90::named_bar_sync(kBarEnd, kConsumers);
+    const float L0 = l0 + s_max[(1 - wg) * 64 + row0], L1 = l1 + s_max[(1 - wg) * 64 + row0 + 8];
+    if (wg == 0 && q4 == 0) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int r = row0 + 8 * hr;
+            const float L = hr ? L1 : L0, m = hr ? m1 : m0;
+            if (head0 + r < nh) {
+                p.lse[(mj_i64)tok * p.lse_stride_tok + head0 + r] = L > 0.f ? (mj_log2(L) + m * sl2) * MJ_LN2 : MJ_NEG_INF;
+                if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head0 + r] = L > 0.f ? m * p.sm_scale : MJ_NEG_INF;
+            }
+        }
+    }
+    // Stage O (bf16 [64][512], row r = 1024 bytes, 16-byte chunk c at (c ^ (r & 7))) in the Q region.
+    const float inv0 = L0 > 0.f ? 1.f / L0 : 0.f, inv1 = L1 > 0.f ? 1.f / L1 : 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+        const int col = wg * 256 + i * 8 + 2 * q4;
+        const int ch = col >> 3;
+        *(mj_u32*)(smem + row0 * 1024 + ((ch ^ (row0 & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(o[4 * i] * inv0, o[4 * i + 1] * inv0);
+        *(mj_u32*)(smem + (row0 + 8) * 1024 + ((ch ^ ((row0 + 8) & 7)) << 4) + q4 * 4) =
+            mj_pack_bf16x2(o[4 * i + 2] * inv1, o[4 * i + 3] * inv1);
+    }
+    mj90::named_bar_sync(kBarEnd, kConsumers);
+    unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
+    for (int i = tid; i < kH * 64; i += kConsumers) {
+        const int r = i >> 6, c = i & 63;
+        if (head0 + r < nh) {
+            mj_u32 v[4];
+            mj_ld_shared_v4(v, mj90::smem_u32(smem) + r * 1024 + ((c ^ (r & 7)) << 4));
+            mj_st_global_v4(otok + ((mj_i64)(head0 + r) * p.o_stride_head + c * 8) * 2, v);
+        }
+    }
+}
