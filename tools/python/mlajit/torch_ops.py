@@ -1,0 +1,308 @@
+"""mlajit's ops as PyTorch custom ops: torch.ops.mlajit.{mla_prefill, sparse_mqa_prefill, mha_prefill,
+topk_mask_build}.
+
+Registered with torch.library (namespace `mlajit`) with fake (meta) implementations, so a model calling
+them compiles under torch.compile(fullgraph=True) without graph breaks and is captured by CUDA graphs.
+Imported by `import mlajit` when PyTorch is installed.
+
+The schemas keep what the C API needs first-class:
+- cu_seqlens come twice, as int32 CUDA tensors (read by the kernels; static under a CUDA graph) and as
+  host lists `SymInt[]` (shapes, grids and the planner's per-request paths come from them). An engine has
+  both (e.g. vLLM's query_start_loc and query_start_loc_cpu); nothing here copies between host and device,
+  so the ops never synchronize and are legal inside a CUDA graph capture. Under torch.compile the host
+  lists may be symbolic; the kernels see the values of the call (of the capture, under a CUDA graph).
+- outputs are allocated by the op (functional: no mutated arguments), so torch.compile and CUDA graph
+  trees manage their memory.
+
+Host cost matters (an engine calls the prefill per layer, between graph pieces): the implementations are
+registered straight on the CUDA dispatch key (no autograd wrapper), reuse one ctypes argument block per
+op and thread, and mla_prefill queries its workspace size only when the cached workspace is too small.
+"""
+import ctypes
+import threading
+
+import torch
+
+from . import _lib as L
+from . import _ops as O
+
+_NS = "mlajit"
+try:
+    _lib_def = torch.library.Library(_NS, "DEF")
+except RuntimeError as e:  # another copy of the package registered the namespace in this process
+    raise ImportError(f"torch.ops.{_NS} is already registered by another copy of mlajit in this process "
+                      f"({e}); import one copy only (the installed package, or tools/python of a source tree)") from e
+
+_lib_def.define(
+    "mla_prefill(Tensor q_nope, Tensor q_pe, Tensor kv_c, Tensor k_pe, Tensor w_kv_b, Tensor indices, "
+    "Tensor cu_seqlens_q, Tensor cu_seqlens_k, SymInt[] cu_seqlens_q_host, SymInt[] cu_seqlens_k_host, "
+    "float sm_scale, int topk=0, int force_path=-1) -> Tensor")
+_lib_def.define(
+    "sparse_mqa_prefill(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor? cu_seqlens_q=None, "
+    "Tensor? cu_seqlens_kv=None, SymInt[]? cu_seqlens_q_host=None, SymInt[]? cu_seqlens_kv_host=None) "
+    "-> (Tensor, Tensor)")
+_lib_def.define(
+    "mha_prefill(Tensor q, Tensor k_nope, Tensor? k_pe, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+    "SymInt[] cu_seqlens_q_host, SymInt[] cu_seqlens_k_host, float sm_scale, Tensor? mask=None) "
+    "-> (Tensor, Tensor)")
+_lib_def.define(
+    "topk_mask_build(Tensor indices, Tensor cu_seqlens_q, Tensor cu_seqlens_k, SymInt[] cu_seqlens_q_host, "
+    "SymInt[] cu_seqlens_k_host) -> Tensor")
+
+
+# ---- fake (meta) implementations: output shapes from input shapes (and the host lists for the mask) -----
+
+@torch.library.register_fake(f"{_NS}::mla_prefill")
+def _mla_prefill_fake(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host,
+                      cu_seqlens_k_host, sm_scale, topk=0, force_path=-1):
+    return q_nope.new_empty((q_nope.shape[0], q_nope.shape[1], 128))
+
+
+@torch.library.register_fake(f"{_NS}::sparse_mqa_prefill")
+def _sparse_mqa_prefill_fake(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_host=None,
+                             cu_seqlens_kv_host=None):
+    return (q.new_empty((q.shape[0], q.shape[1], 512)),
+            q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32))
+
+
+@torch.library.register_fake(f"{_NS}::mha_prefill")
+def _mha_prefill_fake(q, k_nope, k_pe, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host, cu_seqlens_k_host, sm_scale,
+                      mask=None):
+    return (q.new_empty((q.shape[0], q.shape[1], 128)),
+            q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32))
+
+
+def _mask_words(cu_k_host):
+    max_k = 0
+    for i in range(len(cu_k_host) - 1):
+        max_k = torch.sym_max(max_k, cu_k_host[i + 1] - cu_k_host[i])
+    return (max_k + 31) // 32  # mlajit_topk_mask_words (checked against the library in the tests)
+
+
+@torch.library.register_fake(f"{_NS}::topk_mask_build")
+def _topk_mask_build_fake(indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host, cu_seqlens_k_host):
+    return indices.new_empty((indices.shape[0], _mask_words(cu_seqlens_k_host)), dtype=torch.int32)
+
+
+# ---- CUDA implementations ----------------------------------------------------------------------------
+
+_BF16 = torch.bfloat16
+_tls = threading.local()
+_host_arrays = {}  # tuple of ints -> ctypes int32 array (kept alive; engines repeat a few layouts)
+_HOST_ARRAYS_MAX = 4096
+
+
+def _host(seq):
+    key = tuple(seq)
+    arr = _host_arrays.get(key)
+    if arr is None:
+        arr = (ctypes.c_int32 * len(key))(*key)
+        if len(_host_arrays) >= _HOST_ARRAYS_MAX:
+            _host_arrays.clear()
+        _host_arrays[key] = arr
+    return arr
+
+
+_CODES = {torch.bfloat16: L.BF16, torch.float32: L.FP32, torch.int32: L.INT32}
+if hasattr(torch, "uint32"):
+    _CODES[torch.uint32] = L.UINT32
+
+
+def _fill(desc, t, code=None):
+    """Fills an mlajit_tensor in place from a CUDA tensor (the library checks shapes, strides and dtype)."""
+    if t.device.type != "cuda":
+        raise ValueError(f"mlajit ops take CUDA tensors, got one on {t.device}")
+    shape = t.shape
+    n = len(shape)
+    if n > 4:
+        raise ValueError(f"mlajit tensors have at most 4 dimensions, got shape {tuple(shape)}")
+    desc.data = t.data_ptr()
+    if code is None:
+        code = _CODES.get(t.dtype)
+        if code is None:
+            raise ValueError(f"unsupported dtype {t.dtype} (mlajit takes bf16, fp32, int32)")
+    desc.dtype = code
+    desc.ndim = n
+    desc.shape[:n] = shape
+    desc.stride[:n] = t.stride()
+
+
+def _args(kind, cls):
+    """This thread's reusable argument block of one op, zeroed (absent tensors are NULL)."""
+    a = getattr(_tls, kind, None)
+    if a is None:
+        a = cls()
+        setattr(_tls, kind, a)
+    else:
+        ctypes.memset(ctypes.addressof(a), 0, ctypes.sizeof(a))
+    if cls._fields_[0][0] == "struct_size":  # the ABI's size-versioned structs
+        a.struct_size = ctypes.sizeof(cls)
+    return a
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
+
+
+def _device_state(device):
+    """(handle, stream) for the tensor's device: PyTorch's current stream of that device (as an int)."""
+    if _raw_stream is not None:
+        return O._handle(device), _raw_stream(device.index)
+    return O._handle(device), torch.cuda.current_stream(device).cuda_stream
+
+
+class _Workspace:
+    """The mla_prefill workspace of one (device, stream): grown on demand, never shrunk. A workspace used
+    while a CUDA graph was being captured is kept alive for good (the graph replays into it)."""
+
+    def __init__(self):
+        self.tensor = None
+        self.pinned = False  # self.tensor was used during a capture
+        self.captured = []   # earlier workspaces a captured graph still uses
+
+
+_workspaces = {}
+
+
+def _workspace(device, stream):
+    key = (device.index, stream)
+    w = _workspaces.get(key)
+    if w is None:
+        w = _workspaces[key] = _Workspace()
+    return w
+
+
+def _grow(w, need, device):
+    if w.tensor is not None and w.tensor.numel() >= need:
+        return
+    size = max((need + (1 << 20) - 1) >> 20, 1) << 20  # whole MiB
+    if w.pinned:
+        w.captured.append(w.tensor)
+    w.tensor = torch.empty(size, dtype=torch.uint8, device=device)
+    w.pinned = False
+
+
+def _mla_prefill_cuda(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host,
+                      cu_seqlens_k_host, sm_scale, topk=0, force_path=-1):
+    device = q_nope.device
+    T, h = q_nope.shape[0], q_nope.shape[1]
+    out = torch.empty((T, h, 128), dtype=_BF16, device=device)
+    a = _args("mla", L.MlaPrefillArgs)
+    _fill(a.q_nope, q_nope)
+    _fill(a.q_pe, q_pe)
+    _fill(a.kv_c, kv_c)
+    _fill(a.k_pe, k_pe)
+    _fill(a.w_kv_b, w_kv_b)
+    _fill(a.indices, indices)
+    _fill(a.cu_seqlens_q, cu_seqlens_q)
+    _fill(a.cu_seqlens_k, cu_seqlens_k)
+    a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
+    a.cu_seqlens_k_host = ctypes.cast(_host(cu_seqlens_k_host), L._I32P)
+    _fill(a.out, out)
+    a.sm_scale = sm_scale
+    if hasattr(a, "topk"):
+        a.topk = topk
+    a.force_path = force_path
+    handle, stream = _device_state(device)
+    w = _workspace(device, stream)
+    capturing = _capturing()
+    lib = L.lib()
+    status = L.OK
+    if w.tensor is not None:
+        a.workspace = w.tensor.data_ptr()
+        a.workspace_bytes = w.tensor.numel()
+        status = lib.mlajit_mla_prefill(handle, ctypes.byref(a), stream)
+    if w.tensor is None or status != L.OK:
+        # Nothing launches when a check fails: size the workspace and try once more (a real argument error
+        # fails again, with its own message).
+        need = ctypes.c_size_t(0)
+        O._check(lib.mlajit_mla_prefill_workspace_size(handle, ctypes.byref(a), ctypes.byref(need)),
+                 "mlajit_mla_prefill_workspace_size")
+        if w.tensor is not None and w.tensor.numel() >= need.value:
+            O._check(status, "mlajit_mla_prefill")  # not a workspace problem: raise the original error
+        _grow(w, need.value, device)
+        a.workspace = w.tensor.data_ptr()
+        a.workspace_bytes = w.tensor.numel()
+        O._check(lib.mlajit_mla_prefill(handle, ctypes.byref(a), stream), "mlajit_mla_prefill")
+    if capturing:
+        w.pinned = True
+    return out
+
+
+def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_host=None,
+                             cu_seqlens_kv_host=None):
+    device = q.device
+    s_q, h = q.shape[0], q.shape[1]
+    out = torch.empty((s_q, h, 512), dtype=_BF16, device=device)
+    lse = torch.empty((s_q, h), dtype=torch.float32, device=device)
+    a = _args("mqa", L.SparseMqaArgs)
+    _fill(a.q, q)
+    _fill(a.kv, kv)
+    _fill(a.indices, indices)
+    _fill(a.out, out)
+    _fill(a.lse, lse)
+    batched = [x is not None for x in (cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_host, cu_seqlens_kv_host)]
+    if any(batched):
+        if not all(batched):
+            raise ValueError("sparse_mqa_prefill: the batched form needs cu_seqlens_q, cu_seqlens_kv and both host "
+                             "lists; pass all four or none")
+        _fill(a.cu_seqlens_q, cu_seqlens_q)
+        _fill(a.cu_seqlens_kv, cu_seqlens_kv)
+        a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
+        a.cu_seqlens_kv_host = ctypes.cast(_host(cu_seqlens_kv_host), L._I32P)
+    a.sm_scale = sm_scale
+    handle, stream = _device_state(device)
+    O._check(L.lib().mlajit_sparse_mqa_prefill(handle, ctypes.byref(a), stream), "mlajit_sparse_mqa_prefill")
+    return out, lse
+
+
+def _mha_prefill_cuda(q, k_nope, k_pe, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host, cu_seqlens_k_host, sm_scale,
+                      mask=None):
+    device = q.device
+    T, h = q.shape[0], q.shape[1]
+    out = torch.empty((T, h, 128), dtype=_BF16, device=device)
+    lse = torch.empty((T, h), dtype=torch.float32, device=device)
+    a = _args("mha", L.MhaArgs)
+    _fill(a.q, q)
+    if k_pe is None:
+        _fill(a.k, k_nope)  # packed k [T_k, h, 192]
+    else:
+        _fill(a.k_nope, k_nope)
+        _fill(a.k_pe, k_pe)
+    _fill(a.v, v)
+    _fill(a.out, out)
+    _fill(a.lse, lse)
+    _fill(a.cu_seqlens_q, cu_seqlens_q)
+    _fill(a.cu_seqlens_k, cu_seqlens_k)
+    a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
+    a.cu_seqlens_k_host = ctypes.cast(_host(cu_seqlens_k_host), L._I32P)
+    if mask is not None:
+        _fill(a.mask, mask, L.UINT32)
+    a.sm_scale = sm_scale
+    handle, stream = _device_state(device)
+    O._check(L.lib().mlajit_mha_prefill(handle, ctypes.byref(a), stream), "mlajit_mha_prefill")
+    return out, lse
+
+
+def _topk_mask_build_cuda(indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host, cu_seqlens_k_host):
+    device = indices.device
+    max_k = max((cu_seqlens_k_host[i + 1] - cu_seqlens_k_host[i] for i in range(len(cu_seqlens_k_host) - 1)),
+                default=0)
+    mask = torch.empty((indices.shape[0], O.topk_mask_words(max_k)), dtype=torch.int32, device=device)
+    a = _args("mask", L.TopkMaskArgs)
+    _fill(a.indices, indices)
+    _fill(a.cu_seqlens_q, cu_seqlens_q)
+    _fill(a.cu_seqlens_k, cu_seqlens_k)
+    a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
+    a.cu_seqlens_k_host = ctypes.cast(_host(cu_seqlens_k_host), L._I32P)
+    _fill(a.mask, mask, L.UINT32)
+    handle, stream = _device_state(device)
+    O._check(L.lib().mlajit_topk_mask_build(handle, ctypes.byref(a), stream), "mlajit_topk_mask_build")
+    return mask
+
+
+# Straight on the CUDA key: no autograd wrapper on the hot path (these are inference ops).
+_lib_def.impl("mla_prefill", _mla_prefill_cuda, "CUDA")
+_lib_def.impl("sparse_mqa_prefill", _sparse_mqa_prefill_cuda, "CUDA")
+_lib_def.impl("mha_prefill", _mha_prefill_cuda, "CUDA")
+_lib_def.impl("topk_mask_build", _topk_mask_build_cuda, "CUDA")
