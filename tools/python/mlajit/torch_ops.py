@@ -19,6 +19,7 @@ registered straight on the CUDA dispatch key (no autograd wrapper), reuse one ct
 op and thread, and mla_prefill queries its workspace size only when the cached workspace is too small.
 """
 import ctypes
+import struct
 import threading
 
 import torch
@@ -93,14 +94,22 @@ _HOST_ARRAYS_MAX = 4096
 
 
 def _host(seq):
+    """Address of a cached int32 host array holding seq (the C API reads cu_seqlens from the host)."""
     key = tuple(seq)
-    arr = _host_arrays.get(key)
-    if arr is None:
+    hit = _host_arrays.get(key)
+    if hit is None:
         arr = (ctypes.c_int32 * len(key))(*key)
         if len(_host_arrays) >= _HOST_ARRAYS_MAX:
             _host_arrays.clear()
-        _host_arrays[key] = arr
-    return arr
+        hit = _host_arrays[key] = (arr, ctypes.addressof(arr))
+    return hit[1]
+
+
+_PTR = struct.Struct("=Q")
+
+
+def _put_ptr(a, field, address):
+    _PTR.pack_into(a.bytes, a.offsets[field], address)
 
 
 _CODES = {torch.bfloat16: L.BF16, torch.float32: L.FP32, torch.int32: L.INT32}
@@ -108,36 +117,75 @@ if hasattr(torch, "uint32"):
     _CODES[torch.uint32] = L.UINT32
 
 
-def _fill(desc, t, code=None):
-    """Fills an mlajit_tensor in place from a CUDA tensor (the library checks shapes, strides and dtype)."""
-    if t.device.type != "cuda":
-        raise ValueError(f"mlajit ops take CUDA tensors, got one on {t.device}")
-    shape = t.shape
-    n = len(shape)
-    if n > 4:
-        raise ValueError(f"mlajit tensors have at most 4 dimensions, got shape {tuple(shape)}")
-    desc.data = t.data_ptr()
+_TENSOR = struct.Struct("=Qii4q4q")  # mlajit_tensor: data, dtype, ndim, shape[4], stride[4]
+assert _TENSOR.size == ctypes.sizeof(L.Tensor)
+
+
+def _put(a, field, t, code=None):
+    """Writes the mlajit_tensor field `field` of the args block `a` for a CUDA tensor, in one pack_into at
+    the field's offset: the per-call cost is reading the tensor's metadata, not ctypes field by field.
+    The library checks shapes, strides and the dtype code."""
+    if not t.is_cuda:
+        raise ValueError(f"{field}: mlajit ops take CUDA tensors, got one on {t.device}")
     if code is None:
         code = _CODES.get(t.dtype)
         if code is None:
-            raise ValueError(f"unsupported dtype {t.dtype} (mlajit takes bf16, fp32, int32)")
-    desc.dtype = code
-    desc.ndim = n
-    desc.shape[:n] = shape
-    desc.stride[:n] = t.stride()
+            raise ValueError(f"{field}: unsupported dtype {t.dtype} (mlajit takes bf16, fp32, int32)")
+    sh = t.shape
+    st = t.stride()
+    n = len(sh)
+    if n == 3:
+        v = (t.data_ptr(), code, 3, sh[0], sh[1], sh[2], 0, st[0], st[1], st[2], 0)
+    elif n == 2:
+        v = (t.data_ptr(), code, 2, sh[0], sh[1], 0, 0, st[0], st[1], 0, 0)
+    elif n == 1:
+        v = (t.data_ptr(), code, 1, sh[0], 0, 0, 0, st[0], 0, 0, 0)
+    elif n == 4:
+        v = (t.data_ptr(), code, 4, *sh, *st)
+    else:
+        raise ValueError(f"{field}: mlajit tensors have 1 to 4 dimensions, got shape {tuple(sh)}")
+    _TENSOR.pack_into(a.bytes, a.offsets[field], *v)
+
+
+class _ArgBlock:
+    """One op's reusable C args struct on this thread, its bytes as a memoryview and its fields' offsets."""
+
+    def __init__(self, cls):
+        self.struct = cls()
+        self.bytes = memoryview(self.struct).cast("B")
+        self.offsets = {name: getattr(cls, name).offset for name, _ in cls._fields_}
+        self.zero = bytes(ctypes.sizeof(cls))
+        if cls._fields_[0][0] == "struct_size":  # the ABI's size-versioned structs
+            self.struct.struct_size = ctypes.sizeof(cls)
+            self.zero = bytes(self.bytes)
+        self.ptr = ctypes.byref(self.struct)
 
 
 def _args(kind, cls):
-    """This thread's reusable argument block of one op, zeroed (absent tensors are NULL)."""
+    """This thread's argument block of one op, reset (absent tensors are NULL; struct_size set)."""
     a = getattr(_tls, kind, None)
     if a is None:
-        a = cls()
+        a = _ArgBlock(cls)
         setattr(_tls, kind, a)
     else:
-        ctypes.memset(ctypes.addressof(a), 0, ctypes.sizeof(a))
-    if cls._fields_[0][0] == "struct_size":  # the ABI's size-versioned structs
-        a.struct_size = ctypes.sizeof(cls)
+        a.bytes[:] = a.zero
     return a
+
+
+_C = None
+
+
+def _c():
+    """The library with every function this module calls declared (argtypes: a stream is a pointer)."""
+    global _C
+    if _C is None:
+        lib = L.lib()
+        for name in ("mlajit_mla_prefill", "mlajit_mla_prefill_workspace_size"):
+            if L.optional_symbol(name) is None:
+                raise O.MlajitError(L.UNSUPPORTED, "MLAJIT_ERROR_UNSUPPORTED",
+                                    f"{L.library_path()} has no {name}: rebuild it from a newer source tree")
+        _C = lib
+    return _C
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -188,42 +236,42 @@ def _mla_prefill_cuda(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, c
     T, h = q_nope.shape[0], q_nope.shape[1]
     out = torch.empty((T, h, 128), dtype=_BF16, device=device)
     a = _args("mla", L.MlaPrefillArgs)
-    _fill(a.q_nope, q_nope)
-    _fill(a.q_pe, q_pe)
-    _fill(a.kv_c, kv_c)
-    _fill(a.k_pe, k_pe)
-    _fill(a.w_kv_b, w_kv_b)
-    _fill(a.indices, indices)
-    _fill(a.cu_seqlens_q, cu_seqlens_q)
-    _fill(a.cu_seqlens_k, cu_seqlens_k)
-    a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
-    a.cu_seqlens_k_host = ctypes.cast(_host(cu_seqlens_k_host), L._I32P)
-    _fill(a.out, out)
-    a.sm_scale = sm_scale
-    if hasattr(a, "topk"):
-        a.topk = topk
-    a.force_path = force_path
+    _put(a, "q_nope", q_nope)
+    _put(a, "q_pe", q_pe)
+    _put(a, "kv_c", kv_c)
+    _put(a, "k_pe", k_pe)
+    _put(a, "w_kv_b", w_kv_b)
+    _put(a, "indices", indices)
+    _put(a, "cu_seqlens_q", cu_seqlens_q)
+    _put(a, "cu_seqlens_k", cu_seqlens_k)
+    _put_ptr(a, "cu_seqlens_q_host", _host(cu_seqlens_q_host))
+    _put_ptr(a, "cu_seqlens_k_host", _host(cu_seqlens_k_host))
+    _put(a, "out", out)
+    a.struct.sm_scale = sm_scale
+    if "topk" in a.offsets:
+        a.struct.topk = topk
+    a.struct.force_path = force_path
     handle, stream = _device_state(device)
     w = _workspace(device, stream)
     capturing = _capturing()
-    lib = L.lib()
+    lib = _c()
     status = L.OK
     if w.tensor is not None:
-        a.workspace = w.tensor.data_ptr()
-        a.workspace_bytes = w.tensor.numel()
-        status = lib.mlajit_mla_prefill(handle, ctypes.byref(a), stream)
+        a.struct.workspace = w.tensor.data_ptr()
+        a.struct.workspace_bytes = w.tensor.numel()
+        status = lib.mlajit_mla_prefill(handle, a.ptr, stream)
     if w.tensor is None or status != L.OK:
         # Nothing launches when a check fails: size the workspace and try once more (a real argument error
         # fails again, with its own message).
         need = ctypes.c_size_t(0)
-        O._check(lib.mlajit_mla_prefill_workspace_size(handle, ctypes.byref(a), ctypes.byref(need)),
+        O._check(lib.mlajit_mla_prefill_workspace_size(handle, a.ptr, ctypes.byref(need)),
                  "mlajit_mla_prefill_workspace_size")
         if w.tensor is not None and w.tensor.numel() >= need.value:
             O._check(status, "mlajit_mla_prefill")  # not a workspace problem: raise the original error
         _grow(w, need.value, device)
-        a.workspace = w.tensor.data_ptr()
-        a.workspace_bytes = w.tensor.numel()
-        O._check(lib.mlajit_mla_prefill(handle, ctypes.byref(a), stream), "mlajit_mla_prefill")
+        a.struct.workspace = w.tensor.data_ptr()
+        a.struct.workspace_bytes = w.tensor.numel()
+        O._check(lib.mlajit_mla_prefill(handle, a.ptr, stream), "mlajit_mla_prefill")
     if capturing:
         w.pinned = True
     return out
@@ -236,23 +284,23 @@ def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seq
     out = torch.empty((s_q, h, 512), dtype=_BF16, device=device)
     lse = torch.empty((s_q, h), dtype=torch.float32, device=device)
     a = _args("mqa", L.SparseMqaArgs)
-    _fill(a.q, q)
-    _fill(a.kv, kv)
-    _fill(a.indices, indices)
-    _fill(a.out, out)
-    _fill(a.lse, lse)
+    _put(a, "q", q)
+    _put(a, "kv", kv)
+    _put(a, "indices", indices)
+    _put(a, "out", out)
+    _put(a, "lse", lse)
     batched = [x is not None for x in (cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_host, cu_seqlens_kv_host)]
     if any(batched):
         if not all(batched):
             raise ValueError("sparse_mqa_prefill: the batched form needs cu_seqlens_q, cu_seqlens_kv and both host "
                              "lists; pass all four or none")
-        _fill(a.cu_seqlens_q, cu_seqlens_q)
-        _fill(a.cu_seqlens_kv, cu_seqlens_kv)
-        a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
-        a.cu_seqlens_kv_host = ctypes.cast(_host(cu_seqlens_kv_host), L._I32P)
-    a.sm_scale = sm_scale
+        _put(a, "cu_seqlens_q", cu_seqlens_q)
+        _put(a, "cu_seqlens_kv", cu_seqlens_kv)
+        _put_ptr(a, "cu_seqlens_q_host", _host(cu_seqlens_q_host))
+        _put_ptr(a, "cu_seqlens_kv_host", _host(cu_seqlens_kv_host))
+    a.struct.sm_scale = sm_scale
     handle, stream = _device_state(device)
-    O._check(L.lib().mlajit_sparse_mqa_prefill(handle, ctypes.byref(a), stream), "mlajit_sparse_mqa_prefill")
+    O._check(_c().mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
     return out, lse
 
 
@@ -263,24 +311,24 @@ def _mha_prefill_cuda(q, k_nope, k_pe, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens
     out = torch.empty((T, h, 128), dtype=_BF16, device=device)
     lse = torch.empty((T, h), dtype=torch.float32, device=device)
     a = _args("mha", L.MhaArgs)
-    _fill(a.q, q)
+    _put(a, "q", q)
     if k_pe is None:
-        _fill(a.k, k_nope)  # packed k [T_k, h, 192]
+        _put(a, "k", k_nope)  # packed k [T_k, h, 192]
     else:
-        _fill(a.k_nope, k_nope)
-        _fill(a.k_pe, k_pe)
-    _fill(a.v, v)
-    _fill(a.out, out)
-    _fill(a.lse, lse)
-    _fill(a.cu_seqlens_q, cu_seqlens_q)
-    _fill(a.cu_seqlens_k, cu_seqlens_k)
-    a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
-    a.cu_seqlens_k_host = ctypes.cast(_host(cu_seqlens_k_host), L._I32P)
+        _put(a, "k_nope", k_nope)
+        _put(a, "k_pe", k_pe)
+    _put(a, "v", v)
+    _put(a, "out", out)
+    _put(a, "lse", lse)
+    _put(a, "cu_seqlens_q", cu_seqlens_q)
+    _put(a, "cu_seqlens_k", cu_seqlens_k)
+    _put_ptr(a, "cu_seqlens_q_host", _host(cu_seqlens_q_host))
+    _put_ptr(a, "cu_seqlens_k_host", _host(cu_seqlens_k_host))
     if mask is not None:
-        _fill(a.mask, mask, L.UINT32)
-    a.sm_scale = sm_scale
+        _put(a, "mask", mask, L.UINT32)
+    a.struct.sm_scale = sm_scale
     handle, stream = _device_state(device)
-    O._check(L.lib().mlajit_mha_prefill(handle, ctypes.byref(a), stream), "mlajit_mha_prefill")
+    O._check(_c().mlajit_mha_prefill(handle, a.ptr, stream), "mlajit_mha_prefill")
     return out, lse
 
 
@@ -290,14 +338,14 @@ def _topk_mask_build_cuda(indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host
                 default=0)
     mask = torch.empty((indices.shape[0], O.topk_mask_words(max_k)), dtype=torch.int32, device=device)
     a = _args("mask", L.TopkMaskArgs)
-    _fill(a.indices, indices)
-    _fill(a.cu_seqlens_q, cu_seqlens_q)
-    _fill(a.cu_seqlens_k, cu_seqlens_k)
-    a.cu_seqlens_q_host = ctypes.cast(_host(cu_seqlens_q_host), L._I32P)
-    a.cu_seqlens_k_host = ctypes.cast(_host(cu_seqlens_k_host), L._I32P)
-    _fill(a.mask, mask, L.UINT32)
+    _put(a, "indices", indices)
+    _put(a, "cu_seqlens_q", cu_seqlens_q)
+    _put(a, "cu_seqlens_k", cu_seqlens_k)
+    _put_ptr(a, "cu_seqlens_q_host", _host(cu_seqlens_q_host))
+    _put_ptr(a, "cu_seqlens_k_host", _host(cu_seqlens_k_host))
+    _put(a, "mask", mask, L.UINT32)
     handle, stream = _device_state(device)
-    O._check(L.lib().mlajit_topk_mask_build(handle, ctypes.byref(a), stream), "mlajit_topk_mask_build")
+    O._check(_c().mlajit_topk_mask_build(handle, a.ptr, stream), "mlajit_topk_mask_build")
     return mask
 
 
