@@ -111,7 +111,7 @@ static int checked_prefill(example_cuda* cu) {
     {
         const int64_t shq[3] = {S_Q, H, D}, shkv[2] = {S_KV, D}, shidx[2] = {S_Q, TOPK};
         const int64_t shout[3] = {S_Q, H, DV}, shlse[2] = {S_Q, H};
-        mlajit_sparse_mqa_args a = {sizeof a}; /* struct_size first; everything else zero = absent */
+        mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args); /* struct_size; the rest zero = absent */
         a.q = tensor(dq, MLAJIT_BF16, 3, shq);
         a.kv = tensor(dkv, MLAJIT_BF16, 2, shkv);
         a.indices = tensor(didx, MLAJIT_INT32, 2, shidx);

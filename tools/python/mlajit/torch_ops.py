@@ -35,13 +35,13 @@ except RuntimeError as e:  # another copy of the package registered the namespac
                       f"({e}); import one copy only (the installed package, or tools/python of a source tree)") from e
 
 _lib_def.define(
-    "mla_prefill(Tensor q_nope, Tensor q_pe, Tensor kv_c, Tensor k_pe, Tensor w_kv_b, Tensor indices, "
+    "mla_prefill(Tensor q_nope, Tensor q_pe, Tensor? kv_c, Tensor? k_pe, Tensor w_kv_b, Tensor indices, "
     "Tensor cu_seqlens_q, Tensor cu_seqlens_k, SymInt[] cu_seqlens_q_host, SymInt[] cu_seqlens_k_host, "
-    "float sm_scale, int topk=0, int force_path=-1) -> Tensor")
+    "float sm_scale, int topk=0, int force_path=-1, Tensor? kv_cache=None, Tensor? block_table=None) -> Tensor")
 _lib_def.define(
     "sparse_mqa_prefill(Tensor q, Tensor kv, Tensor indices, float sm_scale, Tensor? cu_seqlens_q=None, "
-    "Tensor? cu_seqlens_kv=None, SymInt[]? cu_seqlens_q_host=None, SymInt[]? cu_seqlens_kv_host=None) "
-    "-> (Tensor, Tensor)")
+    "Tensor? cu_seqlens_kv=None, SymInt[]? cu_seqlens_q_host=None, SymInt[]? cu_seqlens_kv_host=None, "
+    "Tensor? block_table=None, int causal=0) -> (Tensor, Tensor)")
 _lib_def.define(
     "mha_prefill(Tensor q, Tensor k_nope, Tensor? k_pe, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
     "SymInt[] cu_seqlens_q_host, SymInt[] cu_seqlens_k_host, float sm_scale, Tensor? mask=None) "
@@ -55,13 +55,13 @@ _lib_def.define(
 
 @torch.library.register_fake(f"{_NS}::mla_prefill")
 def _mla_prefill_fake(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host,
-                      cu_seqlens_k_host, sm_scale, topk=0, force_path=-1):
+                      cu_seqlens_k_host, sm_scale, topk=0, force_path=-1, kv_cache=None, block_table=None):
     return q_nope.new_empty((q_nope.shape[0], q_nope.shape[1], 128))
 
 
 @torch.library.register_fake(f"{_NS}::sparse_mqa_prefill")
 def _sparse_mqa_prefill_fake(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_host=None,
-                             cu_seqlens_kv_host=None):
+                             cu_seqlens_kv_host=None, block_table=None, causal=0):
     return (q.new_empty((q.shape[0], q.shape[1], 512)),
             q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32))
 
@@ -231,15 +231,21 @@ def _grow(w, need, device):
 
 
 def _mla_prefill_cuda(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host,
-                      cu_seqlens_k_host, sm_scale, topk=0, force_path=-1):
+                      cu_seqlens_k_host, sm_scale, topk=0, force_path=-1, kv_cache=None, block_table=None):
     device = q_nope.device
     T, h = q_nope.shape[0], q_nope.shape[1]
     out = torch.empty((T, h, 128), dtype=_BF16, device=device)
     a = _args("mla", L.MlaPrefillArgs)
     _put(a, "q_nope", q_nope)
     _put(a, "q_pe", q_pe)
-    _put(a, "kv_c", kv_c)
-    _put(a, "k_pe", k_pe)
+    if kv_c is not None:
+        _put(a, "kv_c", kv_c)
+    if k_pe is not None:
+        _put(a, "k_pe", k_pe)
+    if kv_cache is not None:  # paged latent cache [num_blocks, block_size, 576] + block_table [batch, max_blocks]
+        _put(a, "kv_cache", kv_cache)
+    if block_table is not None:
+        _put(a, "block_table", block_table)
     _put(a, "w_kv_b", w_kv_b)
     _put(a, "indices", indices)
     _put(a, "cu_seqlens_q", cu_seqlens_q)
@@ -278,7 +284,7 @@ def _mla_prefill_cuda(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, c
 
 
 def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_host=None,
-                             cu_seqlens_kv_host=None):
+                             cu_seqlens_kv_host=None, block_table=None, causal=0):
     device = q.device
     s_q, h = q.shape[0], q.shape[1]
     out = torch.empty((s_q, h, 512), dtype=_BF16, device=device)
@@ -298,6 +304,10 @@ def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seq
         _put(a, "cu_seqlens_kv", cu_seqlens_kv)
         _put_ptr(a, "cu_seqlens_q_host", _host(cu_seqlens_q_host))
         _put_ptr(a, "cu_seqlens_kv_host", _host(cu_seqlens_kv_host))
+    if block_table is not None:
+        _put(a, "block_table", block_table)
+    if causal:
+        a.struct.causal = causal
     a.struct.sm_scale = sm_scale
     handle, stream = _device_state(device)
     O._check(_c().mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
