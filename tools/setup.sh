@@ -10,11 +10,12 @@ done
 command -v cmake >/dev/null || need=1
 command -v ninja >/dev/null || need=1
 command -v g++ >/dev/null || need=1
+command -v pkg-config >/dev/null || need=1  # tools/check_install.sh builds the examples with it too
 if [ "$need" = 1 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends \
-    g++ cmake ninja-build python3 libfmt-dev libspdlog-dev doctest-dev libxxhash-dev nlohmann-json3-dev libcli11-dev
+    g++ cmake ninja-build pkg-config python3 libfmt-dev libspdlog-dev doctest-dev libxxhash-dev nlohmann-json3-dev libcli11-dev
 fi
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 if [ ! -f "$cuda/include/cuda.h" ] || [ ! -f "$cuda/include/nvrtc.h" ]; then

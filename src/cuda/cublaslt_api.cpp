@@ -27,10 +27,11 @@ CublasLtState load_cublaslt() {
     s.lib = std::make_unique<DynLib>(candidates);
     if (!s.lib->loaded()) {
         s.error = fmt::format(
-            "cuBLASLt could not be loaded (tried {} and others: {}). mlajit_mla_prefill needs it for the "
-            "projections: install the CUDA toolkit's cuBLAS (libcublasLt.so) or set MLAJIT_CUBLASLT_LIB to its "
-            "path. The attention ops (mlajit_mha_prefill, mlajit_sparse_mqa_prefill) do not need it.",
-            candidates.front(), s.lib->error());
+            "cuBLASLt (libcublasLt.so) is missing; mlajit_mla_prefill needs it for the projections. Install it: "
+            "`pip install nvidia-cublas` (CUDA 13; nvidia-cublas-cu12 for a CUDA 12 driver) or the CUDA "
+            "toolkit's cuBLAS; or set MLAJIT_CUBLASLT_LIB to its path. The attention ops (mlajit_mha_prefill, "
+            "mlajit_sparse_mqa_prefill) do not need it. mlajit {}; dlopen said: {}",
+            toolkit_library_search_text("MLAJIT_CUBLASLT_LIB"), s.lib->error());
         return s;
     }
     std::string missing;

@@ -328,7 +328,9 @@ DiskCache::DiskCache(fs::path root, CacheMode mode) : mode_(mode) {
     std::error_code ec;
     root_ = root.empty() ? root : fs::absolute(root, ec);
     if (ec) root_ = root;
-    vdir_ = root_ / ("v" + std::to_string(kFormatVersion));
+    // fmt rather than `"v" + std::to_string(...)`: GCC 12's inliner sees an impossible memcpy bound in
+    // operator+(const char*, string&&) at -O3 and raises -Wstringop-overflow (a false positive).
+    vdir_ = root_ / fmt::format("v{}", kFormatVersion);
 }
 
 fs::path DiskCache::entry_dir(std::string_view arch, std::string_view family, const CacheKey& key) const {

@@ -27,9 +27,11 @@ NvrtcState load_nvrtc() {
     s.lib = std::make_unique<DynLib>(candidates);
     if (!s.lib->loaded()) {
         s.error = fmt::format(
-            "NVRTC could not be loaded (tried {} and others: {}). Install the CUDA toolkit's NVRTC, set "
-            "MLAJIT_NVRTC_LIB to libnvrtc.so's path, or ship a prebuilt kernel cache (mlajit-warmup export/import).",
-            candidates.front(), s.lib->error());
+            "NVRTC (libnvrtc.so, the run-time CUDA compiler) is missing, and this kernel is not in the cache, so "
+            "it cannot be compiled. Install it: `pip install nvidia-cuda-nvrtc` (CUDA 13; nvidia-cuda-nvrtc-cu12 "
+            "for a CUDA 12 driver) or the CUDA toolkit's NVRTC; or set MLAJIT_NVRTC_LIB to libnvrtc.so's path; "
+            "or ship a prebuilt kernel cache (mlajit-warmup export/import). mlajit {}; dlopen said: {}",
+            toolkit_library_search_text("MLAJIT_NVRTC_LIB"), s.lib->error());
         return s;
     }
     std::string missing;

@@ -98,22 +98,74 @@ class MlaPrefillArgs(_Args):
     ]
 
 
+def _package_dir():
+    return Path(__file__).resolve().parent
+
+
 def _repo_root():
-    # tools/python/mlajit/_lib.py -> repo root is three levels above the package folder.
-    return Path(__file__).resolve().parents[3]
+    """The source tree holding this package (tools/python/mlajit), or None for an installed package."""
+    root = _package_dir().parents[2]
+    return root if (root / "CMakeLists.txt").is_file() and (root / "include" / "mlajit").is_dir() else None
+
+
+def bundled_path():
+    """libmlajit.so shipped inside the installed package (pip install .), or None in a source tree."""
+    p = _package_dir() / "lib" / "libmlajit.so"
+    return str(p) if p.is_file() else None
 
 
 def candidate_paths():
-    """Where libmlajit.so is looked for, in order."""
+    """Where libmlajit.so is looked for, in order: $MLAJIT_LIBRARY, the package's own copy, a source
+    tree's build folders (build, build-gpu, build-bench), the loader path."""
     env = os.environ.get("MLAJIT_LIBRARY")
     out = []
     if env:
         out.append(env)
+    own = bundled_path()
+    if own:
+        out.append(own)
     root = _repo_root()
-    for d in ("build", "build-gpu", "build-bench"):
-        out.append(str(root / d / "libmlajit.so"))
+    if root is not None:
+        for d in ("build", "build-gpu", "build-bench"):
+            out.append(str(root / d / "libmlajit.so"))
     out.append("libmlajit.so")
     return out
+
+
+# NVIDIA's PyPI packages: CUDA 13 puts every library in nvidia/cu13/lib; the -cu12 packages use one folder
+# per library. The library finds them itself relative to its own path (src/cuda/dynlib.cpp), which covers
+# the bundled copy; for a libmlajit.so from elsewhere (MLAJIT_LIBRARY, a source build) the binding points
+# MLAJIT_NVRTC_LIB / MLAJIT_CUBLASLT_LIB at them, unless the user already set those.
+_NVIDIA_LIBS = {
+    "MLAJIT_NVRTC_LIB": [("cu13", "libnvrtc.so.13"), ("cuda_nvrtc", "libnvrtc.so.12")],
+    "MLAJIT_CUBLASLT_LIB": [("cu13", "libcublasLt.so.13"), ("cublas", "libcublasLt.so.12")],
+}
+
+
+def nvidia_package_libraries():
+    """{env var: path} for NVRTC and cuBLASLt found in the installed nvidia-* PyPI packages."""
+    try:
+        import nvidia  # namespace package of nvidia-cuda-nvrtc, nvidia-cublas, ...
+    except ImportError:
+        return {}
+    found = {}
+    for var, options in _NVIDIA_LIBS.items():
+        for base in getattr(nvidia, "__path__", []):
+            for sub, name in options:
+                p = Path(base) / sub / "lib" / name
+                if p.is_file():
+                    found[var] = str(p)
+                    break
+            if var in found:
+                break
+    return found
+
+
+def _point_at_nvidia_packages(loaded_path):
+    if bundled_path() is not None and loaded_path == bundled_path():
+        return  # the bundled library searches next to itself
+    for var, path in nvidia_package_libraries().items():
+        os.environ.setdefault(var, path)
 
 
 _lib = None
@@ -167,6 +219,7 @@ def lib():
                 errors.append(f"{p}: no such file")
                 continue
             try:
+                _point_at_nvidia_packages(p)
                 handle = ctypes.CDLL(p)
             except OSError as e:
                 errors.append(f"{p}: {e}")
@@ -174,8 +227,9 @@ def lib():
             _declare(handle)
             _lib, _lib_path = handle, p
             return _lib
-        raise OSError("libmlajit.so not found; build it (cmake --build build --target mlajit) or set "
-                      "MLAJIT_LIBRARY to its path. Tried:\n  " + "\n  ".join(errors))
+        raise OSError("libmlajit.so not found; reinstall the package (pip install .), build it (cmake "
+                      "--build build --target mlajit) or set MLAJIT_LIBRARY to its path. Tried:\n  "
+                      + "\n  ".join(errors))
 
 
 def library_path():

@@ -1,0 +1,238 @@
+// mlajit-host-cost: host time of the one-call prefill (mlajit_mla_prefill), the part an engine pays per
+// layer whatever the GPU does. Prints one line per measurement (median ns per call over --iters calls,
+// each call timed alone with steady_clock):
+//   cpu.*   the host steps on their own, no GPU needed: argument checks, planning, schedule, and the
+//           workspace-size query as the C API runs it (what callgrind profiles: `--cpu-only`);
+//   api.*   with a GPU: mlajit_mla_prefill_workspace_size and mlajit_mla_prefill through the C API, the
+//           launches included (queued, not waited for; a synchronization every 64 calls keeps the queue
+//           short, outside the timed calls);
+//   first.* with a GPU: a fresh process (this program, --first-call) against a disk cache that a previous
+//           process warmed: mlajit_create + the first mlajit_mla_prefill until its launches are queued and
+//           until they finish, the CUDA context already current (an engine has one before it calls us).
+// Shape: --tokens new tokens in --batch requests of equal size (s_k = s_q: fresh prompts; the dense path,
+// --topk 2048 being larger), --heads per rank, packed q [T, h, 192] and latent [T, 576] as engines keep them.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "common/error.h"
+#include "device_timing.h"
+#include "mlajit/mlajit.hpp"
+#include "ops/mla_prefill.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using mlajit::strided_tensor;
+
+struct Options {
+    int tokens = 16, batch = 1, heads = 128, topk = 2048, iters = 2000;
+    bool cpu_only = false, first_call = false;
+    std::string self;
+};
+
+struct Inputs {  // device pointers (null in --cpu-only: the checks then run on shapes alone)
+    void *q = nullptr, *latent = nullptr, *w = nullptr, *idx = nullptr, *cu = nullptr, *out = nullptr;
+};
+
+struct Call {
+    std::vector<int32_t> cu_host;
+    mlajit_mla_prefill_args a{};
+};
+
+Call make_call(const Options& o, const Inputs& in) {
+    Call c;
+    const int T = o.tokens, H = o.heads, per = o.tokens / o.batch;
+    for (int r = 0; r <= o.batch; ++r) c.cu_host.push_back(r * per);
+    mlajit_mla_prefill_args& a = c.a;
+    a.struct_size = sizeof a;
+    a.q_nope = strided_tensor(in.q, MLAJIT_BF16, {T, H, 128}, {H * 192, 192, 1});
+    a.q_pe = strided_tensor(in.q ? static_cast<char*>(in.q) + 256 : nullptr, MLAJIT_BF16, {T, H, 64}, {H * 192, 192, 1});
+    a.kv_c = strided_tensor(in.latent, MLAJIT_BF16, {T, 512}, {576, 1});
+    a.k_pe = strided_tensor(in.latent ? static_cast<char*>(in.latent) + 1024 : nullptr, MLAJIT_BF16, {T, 64}, {576, 1});
+    a.w_kv_b = mlajit::contiguous_tensor(in.w, MLAJIT_BF16, {H * 256, 512});
+    a.indices = mlajit::contiguous_tensor(in.idx, MLAJIT_INT32, {T, o.topk});
+    a.topk = o.topk;
+    a.cu_seqlens_q = mlajit::contiguous_tensor(in.cu, MLAJIT_INT32, {o.batch + 1});
+    a.cu_seqlens_k = a.cu_seqlens_q;
+    a.cu_seqlens_q_host = c.cu_host.data();
+    a.cu_seqlens_k_host = c.cu_host.data();
+    a.out = mlajit::contiguous_tensor(in.out, MLAJIT_BF16, {T, H, 128});
+    a.sm_scale = 0.0721688f;
+    a.force_path = -1;
+    return c;
+}
+
+// Median ns of f() over `iters` calls, each timed alone; `between` runs untimed every 64 calls.
+template <typename F, typename G>
+double median_ns(int iters, F&& f, G&& between) {
+    for (int i = 0; i < 16; ++i) f();  // warm: caches, planners, loaded kernels
+    between();
+    std::vector<double> t(size_t(iters));
+    for (int i = 0; i < iters; ++i) {
+        const auto t0 = Clock::now();
+        f();
+        t[size_t(i)] = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+        if (i % 64 == 63) between();
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+template <typename F>
+double median_ns(int iters, F&& f) {
+    return median_ns(iters, f, [] {});
+}
+
+void print(const char* name, double ns, const Options& o) {
+    std::printf("%-34s %10.2f us   (T=%d, batch %d, heads %d, topk %d)\n", name, ns / 1000.0, o.tokens, o.batch,
+                o.heads, o.topk);
+}
+
+void cpu_steps(const Options& o) {
+    Call c = make_call(o, Inputs{});
+    const std::string gpu = "NVIDIA H200";
+    print("cpu.check_args", median_ns(o.iters, [&] { (void)mlajit::check_mla_args(c.a, false); }), o);
+    const auto s = mlajit::check_mla_args(c.a, false);
+    print("cpu.plan_paths", median_ns(o.iters, [&] {
+              (void)mlajit::plan_mla_paths(gpu, s, c.cu_host.data(), c.cu_host.data(), -1);
+          }), o);
+    const auto paths = mlajit::plan_mla_paths(gpu, s, c.cu_host.data(), c.cu_host.data(), -1);
+    print("cpu.schedule", median_ns(o.iters, [&] { (void)mlajit::schedule_mla(s, c.cu_host.data(), c.cu_host.data(), paths); }), o);
+    print("cpu.workspace_size (all above)", median_ns(o.iters, [&] { (void)mlajit::mla_prefill_workspace_size(gpu, c.a); }), o);
+    std::printf("cpu.path                           %s\n", mlajit_path_name(mlajit_path(int(paths[0]))));
+}
+
+struct GpuSetup {
+    mlajit::tools::DeviceBuffer q, latent, w, idx, cu, out;
+    explicit GpuSetup(const Options& o)
+        : q(size_t(o.tokens) * o.heads * 192 * 2), latent(size_t(o.tokens) * 576 * 2), w(size_t(o.heads) * 256 * 512 * 2),
+          idx(size_t(o.tokens) * o.topk * 4), cu(size_t(o.batch + 1) * 4), out(size_t(o.tokens) * o.heads * 128 * 2) {
+        q.poison(0);
+        latent.poison(0);
+        w.poison(0);
+        idx.poison(0xFF);  // -1: no index (the dense path ignores them)
+        std::vector<int32_t> cu_host;
+        for (int r = 0; r <= o.batch; ++r) cu_host.push_back(r * (o.tokens / o.batch));
+        cu.upload(cu_host);
+    }
+    Inputs inputs() const { return {q.get(), latent.get(), w.get(), idx.get(), cu.get(), out.get()}; }
+};
+
+void check(mlajit_status s, const char* what) {
+    if (s != MLAJIT_OK) {
+        std::fprintf(stderr, "%s: %s: %s\n", what, mlajit_status_name(s), mlajit_last_error());
+        std::exit(1);
+    }
+}
+
+// Runs in a fresh process: create + first call, timed; prints "first.* <ms>".
+int first_call(const Options& o) {
+    mlajit::tools::open_gpu0();
+    GpuSetup g(o);
+    Call c = make_call(o, g.inputs());
+    const auto t0 = Clock::now();
+    mlajit_handle h;
+    check(mlajit_create(-1, &h), "mlajit_create");
+    size_t ws_bytes = 0;
+    check(mlajit_mla_prefill_workspace_size(h, &c.a, &ws_bytes), "workspace size");
+    mlajit::tools::DeviceBuffer ws(ws_bytes);
+    c.a.workspace = ws.get();
+    c.a.workspace_bytes = ws.bytes();
+    check(mlajit_mla_prefill(h, &c.a, nullptr), "mlajit_mla_prefill");
+    const auto t1 = Clock::now();
+    MLAJIT_CU(cuCtxSynchronize(), "waiting for the first call");
+    const auto t2 = Clock::now();
+    std::printf("first.queued_ms %.3f\nfirst.done_ms %.3f\n", std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                std::chrono::duration<double, std::milli>(t2 - t0).count());
+    mlajit_destroy(h);
+    return 0;
+}
+
+// Runs this program with --first-call in a fresh process; returns {queued ms, done ms} ({-1, -1} on failure).
+std::pair<double, double> run_child(const Options& o) {
+    std::string cmd = o.self + " --first-call --tokens " + std::to_string(o.tokens) + " --batch " + std::to_string(o.batch) +
+                      " --heads " + std::to_string(o.heads) + " --topk " + std::to_string(o.topk);
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return {-1, -1};
+    char line[256];
+    double queued = -1, done = -1;
+    while (fgets(line, sizeof line, p)) {
+        std::sscanf(line, "first.queued_ms %lf", &queued);
+        std::sscanf(line, "first.done_ms %lf", &done);
+    }
+    if (pclose(p) != 0) return {-1, -1};
+    return {queued, done};
+}
+
+void gpu_calls(const Options& o) {
+    mlajit::tools::open_gpu0();
+    GpuSetup g(o);
+    Call c = make_call(o, g.inputs());
+    mlajit::Runtime rt;
+    const size_t ws_bytes = rt.mla_prefill_workspace_size(c.a);
+    mlajit::tools::DeviceBuffer ws(ws_bytes);
+    c.a.workspace = ws.get();
+    c.a.workspace_bytes = ws.bytes();
+    size_t bytes = 0;
+    print("api.workspace_size", median_ns(o.iters, [&] { check(mlajit_mla_prefill_workspace_size(rt.get(), &c.a, &bytes), "ws"); }), o);
+    auto sync = [] { MLAJIT_CU(cuCtxSynchronize(), "sync"); };
+    print("api.mla_prefill (launches queued)",
+          median_ns(o.iters, [&] { check(mlajit_mla_prefill(rt.get(), &c.a, nullptr), "mla_prefill"); }, sync), o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    Options o;
+    o.self = argv[0];
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&] {
+            if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+            return std::atoi(argv[++i]);
+        };
+        if (a == "--tokens") o.tokens = next();
+        else if (a == "--batch") o.batch = next();
+        else if (a == "--heads") o.heads = next();
+        else if (a == "--topk") o.topk = next();
+        else if (a == "--iters") o.iters = next();
+        else if (a == "--cpu-only") o.cpu_only = true;
+        else if (a == "--first-call") o.first_call = true;
+        else throw std::runtime_error("unknown flag " + a + " (--tokens --batch --heads --topk --iters --cpu-only)");
+    }
+    if (o.batch < 1 || o.tokens < o.batch || o.tokens % o.batch) throw std::runtime_error("--tokens must be a multiple of --batch");
+    if (o.first_call) return first_call(o);
+    cpu_steps(o);
+    if (o.cpu_only) return 0;
+    try {
+        mlajit::tools::open_gpu0();
+    } catch (const std::exception& e) {
+        std::printf("no GPU (%s): skipped the api.* and first.* measurements\n", e.what());
+        return 0;
+    }
+    gpu_calls(o);
+    // Fresh processes on one fresh cache: the first compiles and writes it, the next ones are measured.
+    char dir[] = "/tmp/mlajit-host-cost.XXXXXX";
+    if (!mkdtemp(dir)) throw std::runtime_error("mkdtemp failed");
+    setenv("MLAJIT_CACHE_DIR", dir, 1);
+    const auto cold = run_child(o);
+    std::vector<std::pair<double, double>> warm;
+    for (int i = 0; i < 3; ++i) warm.push_back(run_child(o));
+    std::sort(warm.begin(), warm.end(), [](auto& x, auto& y) { return x.second < y.second; });
+    std::printf("%-34s %10.2f ms   (cold cache, compiles included: %.1f ms)\n", "first.call_warm_cache (queued)",
+                warm[1].first, cold.second);
+    std::printf("%-34s %10.2f ms   (median of 3 processes)\n", "first.call_warm_cache (done)", warm[1].second);
+    std::string rm = std::string("rm -rf ") + dir;
+    (void)std::system(rm.c_str());
+    return 0;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "mlajit-host-cost: %s\n", e.what());
+    return 1;
+}
