@@ -104,17 +104,18 @@ void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream) {
     auto plan = plan_mha(h.arch(), a);
     if (plan.spec.family != Family::mha_fwd_sm90) return launch_plan(h, plan, stream);
     // Hopper tier: the same parameters plus TMA tensor maps, which need the driver's encoder (CUDA 12+).
-    // A driver without it runs the portable tier instead.
+    // A driver without it, or tensors with no tokens at all (nothing for a tensor map to describe), run
+    // the portable tier instead.
     const auto encode = driver().cuTensorMapEncodeTiled;
-    if (!encode) {
-        log().debug("the CUDA driver has no cuTensorMapEncodeTiled: MHA runs the portable tier");
+    const long long total_q = a.q.shape[0], total_k = present(a.k) ? a.k.shape[0] : a.k_nope.shape[0];
+    if (!encode || total_q == 0 || total_k == 0) {
+        if (!encode) log().debug("the CUDA driver has no cuTensorMapEncodeTiled: MHA runs the portable tier");
         plan.spec = mha_spec(h.arch(), mha_tile_for(h.arch()), plan.params.mask != nullptr);
         plan.grid.x = (unsigned)((plan.params.max_seqlen_q + plan.spec.p[0] - 1) / plan.spec.p[0]);
         plan.threads = mha_threads(plan.spec);
         plan.smem = mha_smem_bytes(plan.spec);
         return launch_plan(h, plan, stream);
     }
-    const long long total_q = a.q.shape[0], total_k = present(a.k) ? a.k.shape[0] : a.k_nope.shape[0];
     MhaFwdSm90Params p90;
     const MhaSm90MapError e = encode_mha_sm90_maps(encode, plan.params, total_q, total_k, p90);
     if (e.map) cu_check(e.result, "cuTensorMapEncodeTiled", fmt::format("encoding the TMA tensor map of {} for the Hopper MHA kernel "

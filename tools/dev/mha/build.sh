@@ -14,9 +14,10 @@ mha() {  # name bm bn warps masked stages [extra nvcc flags...]
     "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWBM=$bm -DWBN=$bn -DWW=$w -DWMASK=$m -DWST=$st -DWNAME=$n "$@" \
         -c "$here/wrap_mha.cu" -o "$bd/$n.o" > "$bd/$n.log" 2>&1 || { cat "$bd/$n.log"; exit 1; }
 }
-mha90() {  # name masked pingpong
-    "$NVCC" "${FLAGS[@]}" -I "$here/../../../src" -Xptxas -v -DWMASK=$2 -DWPP=$3 -DWNAME=$1 \
-        -c "$here/wrap_mha90.cu" -o "$bd/$1.o" > "$bd/$1.log" 2>&1 || { cat "$bd/$1.log"; exit 1; }
+mha90() {  # name masked pingpong [extra nvcc flags]
+    local n=$1 m=$2 pp=$3; shift 3
+    "$NVCC" "${FLAGS[@]}" -I "$here/../../../src" -Xptxas -v -DWMASK=$m -DWPP=$pp -DWNAME=$n "$@" \
+        -c "$here/wrap_mha90.cu" -o "$bd/$n.o" > "$bd/$n.log" 2>&1 || { cat "$bd/$n.log"; exit 1; }
 }
 msk() {  # name rpb
     "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWRPB=$2 -DWNAME=$1 -c "$here/wrap_mask.cu" -o "$bd/$1.o" > "$bd/$1.log" 2>&1 \
@@ -39,6 +40,8 @@ for pp in 0 1; do
     mha90 ${n}_d 0 $pp & pids+=($!)
     mha90 ${n}_m 1 $pp & pids+=($!)
 done
+mha90 h90v4_d 0 1 -DWV4 & pids+=($!)
+mha90 h90v4_m 1 1 -DWV4 & pids+=($!)
 msk rpb4 4 & pids+=($!)
 msk rpb1 1 & pids+=($!)
 "$NVCC" "${FLAGS[@]}" -c "$here/harness.cu" -o "$bd/harness.o" & pids+=($!)

@@ -40,9 +40,11 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 // The tested configs of mha_fwd.cuh (BLOCK_M x BLOCK_N x WARPS x STAGES), built by build.sh under these
 // names. (Device run 3 also timed EXPERIMENTAL variants -- Q re-read from shared memory at 64-key tiles,
 // lazy rescale, a 3-stage ping-pong -- since removed; see docs/perf_mha_notes.md.)
-// h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers.
+// h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers;
+// h90v4: an unshipped experiment (tools/dev/mha/sm90_v4.cuh, ping-pong), never yet run on a GPU.
 #define MHA_VARIANTS(X) \
-    X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128) X(h90pp, 128) X(h90np, 128)
+    X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128) X(h90pp, 128) X(h90np, 128) \
+    X(h90v4, 128)
 #define DECL_MHA(n, bm)                                                      \
     extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
     extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);

@@ -19,7 +19,11 @@ constexpr int MJ_ARCH = 90;
 #define MJ_CAT(a, b) MJ_CAT2(a, b)
 #define mlajit_mha_fwd_sm90 MJ_CAT(kern_, WNAME)
 #include "sm90.cuh"  // first: inside mha/sm90.cuh nvcc would resolve "sm90.cuh" to that file itself
+#ifdef WV4
+#include "sm90_v4.cuh"  // the unshipped v4 experiment, for side-by-side timing
+#else
 #include "mha/sm90.cuh"
+#endif
 #include "ops/mha_sm90_maps.h"
 
 extern long long mha90_totals[2];
