@@ -147,7 +147,10 @@ int checked_prefill(example_cuda* cu) {
     dcu_k.upload(b.cu_k);
 
     using mlajit::strided_tensor;
-    mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
+    // Value-initialized (every tensor absent, every new field 0), then the size this header declares.
+    // (MLAJIT_ARGS_INIT does the same but trips g++'s -Wmissing-field-initializers under -Wextra.)
+    mlajit_mla_prefill_args a{};
+    a.struct_size = sizeof a;
     a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, kHeads, kNope}, {kHeads * 192, 192, 1});
     a.q_pe = strided_tensor(static_cast<uint16_t*>(dq.get()) + kNope, MLAJIT_BF16, {T, kHeads, kRope},
                             {kHeads * 192, 192, 1});

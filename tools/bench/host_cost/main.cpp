@@ -75,7 +75,7 @@ template <typename F, typename G>
 double median_ns(int iters, F&& f, G&& between) {
     for (int i = 0; i < 16; ++i) f();  // warm: caches, planners, loaded kernels
     between();
-    std::vector<double> t(size_t(iters));
+    std::vector<double> t(static_cast<size_t>(iters));
     for (int i = 0; i < iters; ++i) {
         const auto t0 = Clock::now();
         f();

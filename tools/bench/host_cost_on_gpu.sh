@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the ecosystem pieces (issue 15): builds Release (library, warmup CLI,
+# host-cost tool), runs the custom ops' tests (compiled = eager, CUDA graph replay = eager, op = float64
+# reference), the host-cost benchmark, and the installed examples (install into a fresh prefix, build with
+# find_package, run: the checked prefill on this GPU). Outputs in $OUT (or /tmp/mlajit-host-cost); a
+# summary line last. Headers the machine lacks travel in .devdeps (tools/device/README.md).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/mlajit-host-cost}"
+mkdir -p "$out"
+prefix=()
+[ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
+build="${MLAJIT_BUILD_DIR:-build-gpu}"
+t0=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_BUILD_TESTS=OFF "${prefix[@]}" >"$out/configure.log" 2>&1 &&
+  cmake --build "$build" -j "$(nproc)" --target mlajit mlajit-warmup mlajit-host-cost >"$out/build.log" 2>&1 ||
+  { grep -E "error|FAILED" -A6 "$out/build.log" "$out/configure.log" | head -60; echo "SUMMARY: build failed"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+export MLAJIT_LIBRARY="$PWD/$build/libmlajit.so"
+export MLAJIT_CACHE_DIR="${MLAJIT_CACHE_DIR:-/tmp/mlajit-host-cost-cache}"
+python3 -m unittest -v tools/python/tests/test_torch_ops.py >"$out/torch_ops_tests.log" 2>&1
+ops_rc=$?
+grep -E "^(test_|Ran|OK|FAILED|AssertionError)|Error" "$out/torch_ops_tests.log" | head -40
+python3 tools/bench/host_cost.py --build "$build" --out "$out" 2>"$out/host_cost.err"
+cost_rc=$?
+[ $cost_rc = 0 ] || tail -20 "$out/host_cost.err"
+# The installed package on a GPU: the examples' checked prefills.
+ex_rc=0
+inst="$(mktemp -d)"
+cmake --install "$build" --prefix "$inst/prefix" >"$out/install.log" 2>&1 &&
+  cmake -S examples -B "$inst/ex" -G Ninja -DCMAKE_PREFIX_PATH="$inst/prefix" >>"$out/install.log" 2>&1 &&
+  cmake --build "$inst/ex" >>"$out/install.log" 2>&1 || ex_rc=1
+if [ $ex_rc = 0 ]; then
+  "$inst/ex/plan_and_prefill_c" 2>&1 | tee "$out/examples.log" | tail -3 || ex_rc=1
+  "$inst/ex/mla_prefill_cpp" 2>&1 | tee -a "$out/examples.log" | tail -6 || ex_rc=1
+else
+  tail -20 "$out/install.log"
+fi
+echo "SUMMARY: torch ops tests rc=$ops_rc, host cost rc=$cost_rc, installed examples rc=$ex_rc ($(( $(date +%s) - t0 )) s)"
