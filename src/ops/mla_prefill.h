@@ -27,8 +27,10 @@ struct MlaShapes {
 // (the workspace-size query), and the layout is then taken as unpacked (an upper bound).
 MlaShapes check_mla_args(const mlajit_mla_prefill_args& a, bool need_data);
 
-// One launch group. MHA steps cover a run of consecutive requests of one MHA path; MQA steps a chunk of
-// one request's queries (the absorbed queries and latent outputs of a chunk bound the workspace).
+// One launch group. MHA steps cover a run of consecutive requests of one MHA path. MQA steps cover a run
+// of consecutive whole requests (one batched launch set: absorb, attention, output projection), or, for a
+// request too large for the budget alone, a chunk of its queries (the absorbed queries and latent outputs
+// of a step bound the workspace).
 struct MlaStep {
     Path path = Path::sparse_mqa;
     int64_t r0 = 0, r1 = 0;   // requests [r0, r1)
@@ -36,6 +38,7 @@ struct MlaStep {
     int64_t k0 = 0, k1 = 0;   // global key tokens [k0, k1) of the requests
     int64_t max_s_k = 0;      // longest request of the step (mask row length)
     bool first_chunk = true;  // MQA: first chunk of its request, which packs the request's latent rows
+    bool chunk = false;       // MQA: part of one request's queries (else whole requests [r0, r1))
 };
 
 // Byte offsets inside the workspace of one step's buffers (0 = not used), and the step's total.

@@ -139,22 +139,6 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     const MlaStepLayout l = step_layout(s, st);
     const int64_t H = s.heads, c = st.t1 - st.t0, sk = st.k1 - st.k0;
     const int64_t w_ld = a.w_kv_b.stride[0], w_head = (kDimNope + kDimV) * w_ld;
-    // The request's latent rows [kv_c ; k_pe], packed once per request when the caller's are split.
-    mlajit_tensor kv;
-    if (s.kv_packed) {
-        kv = strided_tensor(offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), MLAJIT_BF16, {sk, kDimQkMqa}, {a.kv_c.stride[0], 1});
-    } else {
-        void* kp = offset(ws, int64_t(l.kv_pack), 1);
-        if (st.first_chunk && s.paged) {
-            gather_pages(h, a, st, kp, stream);
-        } else if (st.first_chunk) {
-            copy_rows(kp, kDimQkMqa * 2, offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), size_t(a.kv_c.stride[0]) * 2,
-                      kDimLatent * 2, size_t(sk), stream, "packing kv_c for sparse MQA");
-            copy_rows(offset(kp, kDimLatent, 2), kDimQkMqa * 2, offset(a.k_pe.data, st.k0 * a.k_pe.stride[0], 2),
-                      size_t(a.k_pe.stride[0]) * 2, kDimRope * 2, size_t(sk), stream, "packing k_pe for sparse MQA");
-        }
-        kv = strided_tensor(kp, MLAJIT_BF16, {sk, kDimQkMqa}, {kDimQkMqa, 1});
-    }
     // Query absorption per head: [c, 128] . W_UK_h [128, 512] -> columns 0..511 of q [c, h, 576].
     void* q = offset(ws, int64_t(l.q_mqa), 1);
     GemmDesc g;
@@ -171,15 +155,62 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     copy_heads(q, kDimQkMqa, kDimLatent, a.q_pe, st.t0, c, H, kDimRope, stream, "packing q_pe for sparse MQA");
 
     void* latent = offset(ws, int64_t(l.latent), 1);
+    void* lse_scratch = offset(ws, int64_t(l.lse), 1);
     mlajit_sparse_mqa_args m = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
-    m.q = strided_tensor(q, MLAJIT_BF16, {c, H, kDimQkMqa}, {H * kDimQkMqa, kDimQkMqa, 1});
-    m.kv = kv;
-    m.indices = strided_tensor(offset(a.indices.data, st.t0 * a.indices.stride[0], 4), MLAJIT_INT32, {c, s.width},
-                            {a.indices.stride[0], 1});
-    m.out = strided_tensor(latent, MLAJIT_BF16, {c, H, kDimLatent}, {H * kDimLatent, kDimLatent, 1});
-    if (s.has_lse) m.lse = strided_tensor(offset(a.lse.data, st.t0 * a.lse.stride[0], 4), MLAJIT_FP32, {c, H}, {a.lse.stride[0], 1});
-    else m.lse = strided_tensor(offset(ws, int64_t(l.lse), 1), MLAJIT_FP32, {c, H}, {H, 1});
+    m.causal = 1;  // DSA: an index past the query's own position is skipped, exactly as masked MHA does
     m.sm_scale = a.sm_scale;
+    void* kp = offset(ws, int64_t(l.kv_pack), 1);
+    auto pack_split_rows = [&](int64_t rows) {  // [kv_c ; k_pe] of keys [k0, k0 + rows) into kv_pack
+        copy_rows(kp, kDimQkMqa * 2, offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), size_t(a.kv_c.stride[0]) * 2,
+                  kDimLatent * 2, size_t(rows), stream, "packing kv_c for sparse MQA");
+        copy_rows(offset(kp, kDimLatent, 2), kDimQkMqa * 2, offset(a.k_pe.data, st.k0 * a.k_pe.stride[0], 2),
+                  size_t(a.k_pe.stride[0]) * 2, kDimRope * 2, size_t(rows), stream, "packing k_pe for sparse MQA");
+    };
+    if (st.chunk) {
+        // Part of one request's queries, in the single-sequence form: the keys end at the chunk's last
+        // query (its causal end), so bottom-right alignment puts each query at its position in the request.
+        const int64_t s_kv = sk - (a.cu_seqlens_q_host[st.r0 + 1] - st.t1);
+        if (s.kv_packed) {
+            m.kv = strided_tensor(offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), MLAJIT_BF16, {s_kv, kDimQkMqa},
+                                  {a.kv_c.stride[0], 1});
+        } else {
+            if (st.first_chunk && s.paged) gather_pages(h, a, st, kp, stream);
+            else if (st.first_chunk) pack_split_rows(sk);
+            m.kv = strided_tensor(kp, MLAJIT_BF16, {s_kv, kDimQkMqa}, {kDimQkMqa, 1});
+        }
+        m.q = strided_tensor(q, MLAJIT_BF16, {c, H, kDimQkMqa}, {H * kDimQkMqa, kDimQkMqa, 1});
+        m.indices = strided_tensor(offset(a.indices.data, st.t0 * a.indices.stride[0], 4), MLAJIT_INT32, {c, s.width},
+                                   {a.indices.stride[0], 1});
+        m.out = strided_tensor(latent, MLAJIT_BF16, {c, H, kDimLatent}, {H * kDimLatent, kDimLatent, 1});
+        if (s.has_lse) m.lse = strided_tensor(offset(a.lse.data, st.t0 * a.lse.stride[0], 4), MLAJIT_FP32, {c, H}, {a.lse.stride[0], 1});
+        else m.lse = strided_tensor(lse_scratch, MLAJIT_FP32, {c, H}, {H, 1});
+    } else {
+        // Whole requests [r0, r1) in one launch: the batched form on the caller's own cu_seqlens (from
+        // entry r0; tokens and keys keep their global numbers, so step buffers are seen through "virtual
+        // bases", buffer - first token * row).
+        const int64_t n = st.r1 - st.r0 + 1;
+        m.cu_seqlens_q = strided_tensor(offset(a.cu_seqlens_q.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
+        m.cu_seqlens_kv = strided_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
+        m.cu_seqlens_q_host = a.cu_seqlens_q_host + st.r0;
+        m.cu_seqlens_kv_host = a.cu_seqlens_k_host + st.r0;
+        if (s.paged) {  // the pages as they are: no gather copy
+            m.kv = a.kv_cache;
+            m.block_table = strided_tensor(offset(a.block_table.data, st.r0 * a.block_table.stride[0], 4), MLAJIT_INT32,
+                                           {st.r1 - st.r0, s.max_blocks}, {a.block_table.stride[0], 1});
+        } else if (s.kv_packed) {
+            m.kv = strided_tensor(a.kv_c.data, MLAJIT_BF16, {st.k1, kDimQkMqa}, {a.kv_c.stride[0], 1});
+        } else {
+            pack_split_rows(sk);
+            m.kv = strided_tensor(offset(kp, -st.k0 * kDimQkMqa, 2), MLAJIT_BF16, {st.k1, kDimQkMqa}, {kDimQkMqa, 1});
+        }
+        m.q = strided_tensor(offset(q, -st.t0 * H * kDimQkMqa, 2), MLAJIT_BF16, {st.t1, H, kDimQkMqa},
+                             {H * kDimQkMqa, kDimQkMqa, 1});
+        m.indices = strided_tensor(a.indices.data, MLAJIT_INT32, {st.t1, s.width}, {a.indices.stride[0], 1});
+        m.out = strided_tensor(offset(latent, -st.t0 * H * kDimLatent, 2), MLAJIT_BF16, {st.t1, H, kDimLatent},
+                               {H * kDimLatent, kDimLatent, 1});
+        if (s.has_lse) m.lse = strided_tensor(a.lse.data, MLAJIT_FP32, {st.t1, H}, {a.lse.stride[0], 1});
+        else m.lse = strided_tensor(offset(lse_scratch, -st.t0 * H, 4), MLAJIT_FP32, {st.t1, H}, {H, 1});
+    }
     sparse_mqa_prefill(h, m, stream);
 
     // Output projection per head: latent [c, 512] . W_UV_h^T [512, 128] -> out [c, h, 128].

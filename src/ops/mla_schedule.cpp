@@ -136,7 +136,9 @@ MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
     if (st.path == Path::sparse_mqa) {
         l.q_mqa = take(tq * h * kDimQkMqa * 2);
         l.latent = take(tq * h * kDimLatent * 2);
-        if (!s.kv_packed) l.kv_pack = take(tk * kDimQkMqa * 2);
+        // Split kv_c / k_pe are packed into one [keys, 576] buffer; a paged cache is read in place by the
+        // batched form and gathered only for the chunks of a request too large for one step.
+        if (!s.kv_packed && !(s.paged && !st.chunk)) l.kv_pack = take(tk * kDimQkMqa * 2);
     } else {
         l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
         if (s.paged) l.kv_gather = take(tk * kDimQkMqa * 2);
@@ -164,33 +166,38 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
     const size_t per_query = size_t(s.heads) * (kDimQkMqa * 2 + kDimLatent * 2 + (s.has_lse ? 0 : 4));
     const int64_t chunk = std::max<int64_t>(64, int64_t(limits.mqa_chunk_bytes / per_query) / 64 * 64);
 
-    std::optional<MlaStep> run;  // the MHA run being grown
+    std::optional<MlaStep> run;  // the run of consecutive requests of one path being grown
     auto flush = [&] {
         if (run) add(*run);
         run.reset();
     };
     for (int64_t r = 0; r < s.batch; ++r) {
         const Path p = paths[size_t(r)];
-        if (cu_q[r + 1] == cu_q[r]) continue;  // no queries: nothing to compute (it ends an MHA run)
-        if (p == Path::sparse_mqa) {
+        if (cu_q[r + 1] == cu_q[r]) {  // no queries: nothing to compute (it ends a run)
+            flush();
+            continue;
+        }
+        MlaStep one = request(r, p);
+        if (p == Path::sparse_mqa && cu_q[r + 1] - cu_q[r] > chunk) {  // too large alone: chunks of its queries
             flush();
             for (int64_t t = cu_q[r]; t < cu_q[r + 1]; t += chunk) {
-                MlaStep st = request(r, p);
+                MlaStep st = one;
                 st.t0 = t;
                 st.t1 = std::min<int64_t>(t + chunk, cu_q[r + 1]);
                 st.first_chunk = t == cu_q[r];
+                st.chunk = true;
                 add(st);
             }
             continue;
         }
-        MlaStep one = request(r, p);
         if (run && run->path == p && run->r1 == r) {
             MlaStep grown = *run;
             grown.r1 = r + 1;
             grown.t1 = one.t1;
             grown.k1 = one.k1;
             grown.max_s_k = std::max(grown.max_s_k, one.max_s_k);
-            if (step_layout(s, grown).end - kGemmWorkspaceBytes <= limits.mha_run_bytes) {
+            const size_t budget = p == Path::sparse_mqa ? limits.mqa_chunk_bytes : limits.mha_run_bytes;
+            if (step_layout(s, grown).end - kGemmWorkspaceBytes <= budget) {
                 run = grown;
                 continue;
             }

@@ -55,7 +55,7 @@ void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, c
         CHECK(st.k0 == cu_k[st.r0]);
         CHECK(st.k1 == cu_k[st.r1]);
         for (int64_t r = st.r0; r < st.r1; ++r) CHECK(sch.paths[size_t(r)] == st.path);
-        if (st.path == Path::sparse_mqa) {
+        if (st.path == Path::sparse_mqa && st.chunk) {
             CHECK(st.r1 == st.r0 + 1);
             CHECK(st.first_chunk == (st.t0 == cu_q[st.r0]));
             CHECK(st.t1 <= cu_q[st.r1]);
@@ -64,7 +64,9 @@ void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, c
         } else {
             CHECK(st.t0 == cu_q[st.r0]);
             CHECK(st.t1 == cu_q[st.r1]);
-            if (st.r1 > st.r0 + 1) CHECK(step_layout(s, st).end - kGemmWorkspaceBytes <= lim.mha_run_bytes);
+            const size_t budget = st.path == Path::sparse_mqa ? lim.mqa_chunk_bytes : lim.mha_run_bytes;
+            if (st.r1 > st.r0 + 1) CHECK(step_layout(s, st).end - kGemmWorkspaceBytes <= budget);
+            for (int64_t r = st.r0; r < st.r1; ++r) CHECK(cu_q[r + 1] > cu_q[r]);  // runs hold requests with queries
             int64_t longest = 0;
             for (int64_t r = st.r0; r < st.r1; ++r) longest = std::max<int64_t>(longest, cu_k[r + 1] - cu_k[r]);
             CHECK(st.max_s_k == longest);
@@ -296,7 +298,7 @@ TEST_CASE("mla_prefill: the paged latent cache (kv_cache + block_table) is check
     const MlaSchedule sch = schedule_mla(s, kCuQ, kCuK, paths);
     for (const MlaStep& st : sch.steps) {
         const MlaStepLayout l = step_layout(s, st);
-        if (st.path == Path::sparse_mqa) CHECK(l.kv_pack > 0);
+        if (st.path == Path::sparse_mqa) CHECK((l.kv_pack > 0) == st.chunk);  // pages read in place, gathered for chunks
         else CHECK(l.kv_gather > 0);
         CHECK(l.end <= sch.workspace_bytes);
     }
@@ -316,4 +318,37 @@ TEST_CASE("mla_prefill: the paged latent cache (kv_cache + block_table) is check
     a.kv_cache = t(nullptr, MLAJIT_BF16, {600, 64, 576});
     a.block_table = t(nullptr, MLAJIT_INT32, {4, 141});
     CHECK(check_mla_args(a, false).paged);
+}
+
+TEST_CASE("mla_prefill: consecutive sparse requests run as one batched step") {
+    // 64 requests of 64 new tokens over 3000 cached tokens each (16 heads): one step, not 64.
+    std::vector<int32_t> cu_q{0}, cu_k{0};
+    for (int r = 0; r < 64; ++r) {
+        cu_q.push_back(cu_q.back() + 64);
+        cu_k.push_back(cu_k.back() + 3064);
+    }
+    MlaShapes s;
+    s.heads = 16;
+    s.batch = 64;
+    s.total_q = cu_q.back();
+    s.total_k = cu_k.back();
+    s.width = s.topk = 2048;
+    s.has_lse = true;
+    for (bool packed : {true, false}) {
+        s.kv_packed = packed;
+        const std::vector<Path> paths(64, Path::sparse_mqa);
+        MlaLimits lim;
+        auto sch = schedule_mla(s, cu_q.data(), cu_k.data(), paths, lim);
+        REQUIRE(sch.steps.size() == 1);
+        CHECK_FALSE(sch.steps[0].chunk);
+        CHECK(sch.steps[0].r0 == 0);
+        CHECK(sch.steps[0].r1 == 64);
+        check_cover(s, cu_q.data(), cu_k.data(), sch, lim);
+        // A smaller budget splits the run between requests, never inside one.
+        lim.mqa_chunk_bytes = size_t(20) * 64 * 16 * (576 + 512) * 2 + (packed ? 0 : size_t(20) * 3064 * 576 * 2);
+        sch = schedule_mla(s, cu_q.data(), cu_k.data(), paths, lim);
+        CHECK(sch.steps.size() > 1);
+        for (const auto& st : sch.steps) CHECK_FALSE(st.chunk);
+        check_cover(s, cu_q.data(), cu_k.data(), sch, lim);
+    }
 }
