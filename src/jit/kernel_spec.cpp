@@ -33,8 +33,9 @@ const FamilyInfo& family_info(Family f) {
         {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa/sm80.cuh", "mlajit_sparse_mqa_fwd",
          {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE"}},
         {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
-        // index 3: mha_fwd_sm90 lands here at merge (gap kept so sparse_mqa_fwd_sm90 stays index 4)
-        {Family::reserved_3, "reserved_3", "", "", {}},
+        {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK"}},
+        // index 4: mha_fwd_sm90 lands here at merge (gap kept so sparse_mqa_fwd_sm90 stays index 5)
+        {Family::reserved_4, "reserved_4", "", "", {}},
         {Family::sparse_mqa_fwd_sm90, "sparse_mqa_fwd_sm90", "sparse_mqa/sm90.cuh", "mlajit_sparse_mqa_fwd_sm90",
          {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE"}},
     };
@@ -44,7 +45,10 @@ const FamilyInfo& family_info(Family f) {
 Family family_from_name(const std::string& name) {
     for (int i = 0; i < kNumFamilies; ++i)
         if (*family_info((Family)i).template_file && name == family_info((Family)i).name) return (Family)i;
-    fail_arg("unknown kernel family '{}': expected mha_fwd, sparse_mqa_fwd, topk_mask or sparse_mqa_fwd_sm90", name);
+    std::string known;
+    for (int i = 0; i < kNumFamilies; ++i)
+        if (*family_info((Family)i).template_file) known += fmt::format("{}{}", known.empty() ? "" : ", ", family_info((Family)i).name);
+    fail_arg("unknown kernel family '{}': expected one of {}", name, known);
 }
 
 std::string render_source(const KernelSpec& spec) {

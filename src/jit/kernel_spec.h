@@ -10,9 +10,16 @@
 
 namespace mlajit {
 
-// Index 3 is mha_fwd_sm90 (helper hopper-mha's branch; the lead merges the two): a placeholder here.
-enum class Family : uint8_t { mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2, reserved_3 = 3, sparse_mqa_fwd_sm90 = 4 };
-inline constexpr int kNumFamilies = 5;
+// Index 4 is mha_fwd_sm90 (helper hopper-mha's branch; the lead merges the two): a placeholder here.
+enum class Family : uint8_t {
+    mha_fwd = 0,
+    sparse_mqa_fwd = 1,
+    topk_mask = 2,
+    paged_gather = 3,
+    reserved_4 = 4,
+    sparse_mqa_fwd_sm90 = 5
+};
+inline constexpr int kNumFamilies = 6;
 
 struct Arch {
     int sm = 0;        // 80, 86, 89, 90, 100, ...
