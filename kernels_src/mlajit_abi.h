@@ -78,6 +78,9 @@ struct TopkMaskParams {
 // - Latent cache: contiguous (block_table NULL): kv [*, 576] rows kv_stride_tok apart. Paged: kv
 //   [num_pages, block_size, 576], key p of request r is row p % block_size of page
 //   block_table[r * bt_stride_req + p / block_size] (page kv_stride_page elements apart, rows kv_stride_tok).
+//   Paged single-sequence form: s_kv = max_blocks * block_size (the table's capacity; the host sets it), so
+//   give cu_seqlens when the last page is partial and indices may point past the sequence.
+// - Rows up to mj_mqa_max_width wide (below); the host refuses wider ones.
 // ---------------------------------------------------------------------------------------------------------
 struct SparseMqaFwdParams {
     const void* q;            // bf16 [s_q, h, 576]
