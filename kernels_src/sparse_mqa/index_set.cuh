@@ -117,7 +117,6 @@ template <int THREADS>
 MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
                          unsigned short* pref, int* nvalid, unsigned long long* hash) {
     static_assert(THREADS % 32 == 0, "whole warps");
-    static_assert(kMaxWidth % THREADS == 0 || THREADS % 32 == 0, "positions a thread");
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int slots = hash_slots(width);
     for (int i = tid; i < slots; i += THREADS) hash[i] = kEmpty;
@@ -151,11 +150,11 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
     // Exclusive prefix over the row's words (<= 256): warp 0, 8 words a lane.
     if (w == 0) {
         const int nw = (width + 31) >> 5;
-        constexpr int kPer = kWords / 32;
-        int c[kPer], sum = 0;
+        constexpr int kWordsPerLane = kWords / 32;
+        int c[kWordsPerLane], sum = 0;
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-            const int wd = lane * kPer + i;
+        for (int i = 0; i < kWordsPerLane; ++i) {
+            const int wd = lane * kWordsPerLane + i;
             c[i] = wd < nw ? __popc(keep[wd]) : 0;
             sum += c[i];
         }
@@ -167,8 +166,8 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
         }
         int run = incl - sum;
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-            const int wd = lane * kPer + i;
+        for (int i = 0; i < kWordsPerLane; ++i) {
+            const int wd = lane * kWordsPerLane + i;
             if (wd < nw) pref[wd] = (unsigned short)run;
             run += c[i];
         }
