@@ -86,9 +86,15 @@ struct TopkMaskParams {
 //   cu_q[batch] - cu_q[0]). Token t belongs to request r (cu_q[r] <= t < cu_q[r+1]), its indices are local
 //   to r, s_kv_r = cu_kv[r+1] - cu_kv[r] and the contiguous kv row is cu_kv[r] + index (cu_kv[0] may be > 0
 //   too). Single-sequence form: grid.x = s_q, s_kv_0 = s_kv.
+// - causal = 1 (DSA's semantics, as the one-call prefill and masked MHA use): query i of a request with
+//   s_q_r queries (bottom-right aligned at key position s_kv_r - s_q_r + i) also skips indices past that
+//   position. causal = 0: FlashMLA's semantics.
 // - Latent cache: contiguous (block_table NULL): kv [*, 576] rows kv_stride_tok apart. Paged: kv
 //   [num_pages, block_size, 576], key p of request r is row p % block_size of page
 //   block_table[r * bt_stride_req + p / block_size] (page kv_stride_page elements apart, rows kv_stride_tok).
+//   Paged single-sequence form: s_kv = max_blocks * block_size (the table's capacity; the host sets it), so
+//   give cu_seqlens when the last page is partial and indices may point past the sequence.
+// - Rows up to mj_mqa_max_width wide (below); the host refuses wider ones.
 // ---------------------------------------------------------------------------------------------------------
 struct SparseMqaFwdParams {
     const void* q;            // bf16 [s_q, h, 576]
@@ -116,6 +122,7 @@ struct SparseMqaFwdParams {
     mj_i64 kv_stride_page;    // elements between two pages of kv
     int block_size;           // rows per page (paged form)
     int num_pages;            // pages in kv: a table entry outside [0, num_pages) makes its keys invalid
+    int causal;               // 1: DSA's causal index semantics (see above); 0: FlashMLA's
 };
 
 // ---------------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ struct Request {
     int r;           // request number (0 in the single-sequence form)
     int kv_len;      // keys of the request: an index is valid iff 0 <= index < kv_len
     mj_i64 kv_base;  // contiguous form: kv row of the request's key 0
+    int last;        // and index <= last (causal: the query's own key position; else kv_len - 1)
 };
 
 // The token of grid block `b` of `nblocks` (later tokens, which have more keys, go first) and its request.
@@ -41,7 +42,8 @@ MJ_DEVICE int token_of_block(const SparseMqaFwdParams& p, int b, int nblocks) {
     return first + nblocks - 1 - b;
 }
 MJ_DEVICE Request request_of_token(const SparseMqaFwdParams& p, int tok) {
-    Request q{0, p.s_kv, 0};
+    Request q{0, p.s_kv, 0, p.s_kv - 1};
+    int local = tok, s_q = p.s_q;  // the query's position within its request, the request's queries
     if (p.cu_seqlens_q != nullptr) {  // largest r with cu_q[r] <= tok
         int lo = 0, hi = p.batch;
         while (hi - lo > 1) {
@@ -51,7 +53,10 @@ MJ_DEVICE Request request_of_token(const SparseMqaFwdParams& p, int tok) {
         q.r = lo;
         q.kv_base = p.cu_seqlens_kv[lo];
         q.kv_len = p.cu_seqlens_kv[lo + 1] - (int)q.kv_base;
+        local = tok - p.cu_seqlens_q[lo];
+        s_q = p.cu_seqlens_q[lo + 1] - p.cu_seqlens_q[lo];
     }
+    q.last = p.causal ? q.kv_len - s_q + local : q.kv_len - 1;  // bottom-right causal alignment
     return q;
 }
 
@@ -72,7 +77,7 @@ MJ_DEVICE const unsigned char* kv_row(const SparseMqaFwdParams& p, const Request
 }
 
 MJ_DEVICE bool key_valid(const SparseMqaFwdParams& p, const Request& rq, int key) {
-    if (key < 0 || key >= rq.kv_len) return false;
+    if (key < 0 || key >= rq.kv_len || key > rq.last) return false;
     return p.block_table == nullptr || page_of(p, rq, key) >= 0;
 }
 
@@ -112,7 +117,6 @@ template <int THREADS>
 MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
                          unsigned short* pref, int* nvalid, unsigned long long* hash) {
     static_assert(THREADS % 32 == 0, "whole warps");
-    static_assert(kMaxWidth % THREADS == 0 || THREADS % 32 == 0, "positions a thread");
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int slots = hash_slots(width);
     for (int i = tid; i < slots; i += THREADS) hash[i] = kEmpty;
@@ -146,11 +150,11 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
     // Exclusive prefix over the row's words (<= 256): warp 0, 8 words a lane.
     if (w == 0) {
         const int nw = (width + 31) >> 5;
-        constexpr int kPer = kWords / 32;
-        int c[kPer], sum = 0;
+        constexpr int kWordsPerLane = kWords / 32;
+        int c[kWordsPerLane], sum = 0;
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-            const int wd = lane * kPer + i;
+        for (int i = 0; i < kWordsPerLane; ++i) {
+            const int wd = lane * kWordsPerLane + i;
             c[i] = wd < nw ? __popc(keep[wd]) : 0;
             sum += c[i];
         }
@@ -162,8 +166,8 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
         }
         int run = incl - sum;
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-            const int wd = lane * kPer + i;
+        for (int i = 0; i < kWordsPerLane; ++i) {
+            const int wd = lane * kWordsPerLane + i;
             if (wd < nw) pref[wd] = (unsigned short)run;
             run += c[i];
         }

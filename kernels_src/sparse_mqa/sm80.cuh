@@ -7,15 +7,15 @@
 // within the arch's per-block opt-in limit: sm_80 166912 B, sm_90 232448 B).
 //
 //   BLOCK_H BLOCK_N WARPS STAGES  smem (B)  arch        blocks/SM      use
-//      64      64     8     2      230304   sm_90       1              default sm_90, h > 32 (ping-pong)
-//      64      32     8     3      189312   sm_90       1
-//      64      32     8     2      152416   sm_80 sm_90 1              default sm_80, h > 32
-//      32      64     8     2      189216   sm_90       1              default sm_90, 16 < h <= 32
-//      32      32     8     2      113376   sm_80 sm_90 1              default sm_80, 16 < h <= 32
-//      16      64     8     2      168672   sm_90       1
-//      16      32     8     2       93856   sm_80 sm_90 1 (sm_90: 2)   default h <= 16
-//      16      32     8     3      130752   sm_80 sm_90 1
-//      16      32     8     4      167648   sm_90       1
+//      64      64     8     2      231824   sm_90       1              default sm_90 (portable tier), h > 32 (ping-pong)
+//      64      32     8     3      190832   sm_90       1
+//      64      32     8     2      153936   sm_80 sm_90 1              default sm_80, h > 32
+//      32      64     8     2      190736   sm_90       1              default sm_90 (portable tier), 16 < h <= 32
+//      32      32     8     2      114896   sm_80 sm_90 1              default sm_80, 16 < h <= 32
+//      16      64     8     2      170192   sm_90       1
+//      16      32     8     2       95376   sm_80 sm_90 1 (sm_90: 2)   default h <= 16 (also on the Hopper tier)
+//      16      32     8     3      132272   sm_80 sm_90 1
+//      16      32     8     4      169168   sm_90       1
 //
 // Requirements on the caller beyond the ABI comment: q, kv, out 16-byte aligned and their token/head strides
 // multiples of 8 elements (the gathers and stores move 16-byte chunks); index rows 1..mj_mqa_max_width wide

@@ -138,12 +138,6 @@ MLAJIT_API const char* mlajit_handle_arch(mlajit_handle handle) {
 MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const mlajit_sparse_mqa_args* args, void* stream) {
     return guarded([&] {
         const auto a = args_from(args, "mlajit_sparse_mqa_args");
-        if (mlajit::present(a.block_table))
-            mlajit::fail(MLAJIT_ERROR_UNSUPPORTED, "mlajit_sparse_mqa_args.block_table: the paged kv form of the sparse MQA "
-                         "op is not in this build yet; pass contiguous kv, or use mlajit_mla_prefill, which takes the paged cache");
-        if (a.causal != 0)
-            mlajit::fail(MLAJIT_ERROR_UNSUPPORTED, "mlajit_sparse_mqa_args.causal = {}: the causal index semantics of the "
-                         "sparse MQA op are not in this build yet; pass 0 (FlashMLA's semantics)", a.causal);
         mlajit::sparse_mqa_prefill(impl(handle), a, static_cast<CUstream>(stream));
     });
 }

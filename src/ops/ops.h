@@ -18,10 +18,6 @@ struct LaunchPlan {
 };
 
 LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a);
-// The same with a paged latent cache (block_table NULL or absent = contiguous); until the public args carry
-// the block table, tests reach the paged form through this.
-LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa_paged(const Arch& arch, const mlajit_sparse_mqa_args& a,
-                                                     const mlajit_tensor* block_table);
 LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a);
 LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_mask_args& a);
 

@@ -6,20 +6,14 @@
 
 namespace mlajit {
 
-namespace {
-// The paged latent cache's block table until the public args carry it (the lead's "ABI:" commit adds
-// mlajit_sparse_mqa_args::block_table; plan_sparse_mqa then passes &a.block_table).
-const mlajit_tensor* no_block_table() { return nullptr; }
-}  // namespace
-
-LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa_paged(const Arch& arch, const mlajit_sparse_mqa_args& a,
-                                                     const mlajit_tensor* block_table) {
+LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a) {
+    const mlajit_tensor* block_table = &a.block_table;
     LaunchPlan<SparseMqaFwdParams> plan;
     SparseMqaFwdParams& p = plan.params;
     auto q = check_tensor(a.q, "q", MLAJIT_BF16, {-1, -1, kDimQkMqa});
     const int64_t s_q = q[0], heads = q[1];
     if (heads < 1 || heads > 128) fail_arg("q: the number of heads (dimension 1) must be in 1..128, got {}", heads);
-    const bool paged = block_table != nullptr && present(*block_table);
+    const bool paged = present(*block_table);
     // Contiguous: kv [s_kv, 576]. Paged: kv [num_pages, block_size, 576] and block_table [batch, max_blocks].
     auto kv = paged ? check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, -1, kDimQkMqa}) : check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, kDimQkMqa});
     auto idx = check_tensor(a.indices, "indices", MLAJIT_INT32, {s_q, -1}, false);
@@ -100,6 +94,8 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa_paged(const Arch& arch, const mla
     p.topk = (int)topk;
     p.sm_scale = a.sm_scale;
     p.sm_scale_log2 = a.sm_scale * 1.4426950408889634f;
+    if (a.causal != 0 && a.causal != 1) fail_arg("causal must be 0 (FlashMLA's index semantics) or 1 (DSA's), got {}", a.causal);
+    p.causal = a.causal;
 
     KernelSpec spec = sparse_mqa_spec(arch, mqa_tile_for(arch, (int)heads));
     plan.grid = Dim3{(unsigned)(s_q - first_tok), (unsigned)((heads + spec.p[0] - 1) / spec.p[0]), 1};
@@ -107,10 +103,6 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa_paged(const Arch& arch, const mla
     plan.smem = mqa_smem_bytes(spec);
     plan.spec = spec;
     return plan;
-}
-
-LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a) {
-    return plan_sparse_mqa_paged(arch, a, no_block_table());
 }
 
 void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream) {

@@ -85,16 +85,6 @@ TEST_CASE("C ABI: NULL args and the init macro") {
                    std::to_string(MLAJIT_VERSION_PATCH));
 }
 
-TEST_CASE("C ABI: the unimplemented sparse MQA options are refused, not ignored") {
-    mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
-    int dummy = 0;
-    a.block_table.data = &dummy;
-    a.block_table.ndim = 2;
-    mlajit_status s = mlajit_sparse_mqa_prefill(nullptr, &a, nullptr);
-    CHECK((s == MLAJIT_ERROR_UNSUPPORTED || s == MLAJIT_ERROR_INVALID_ARGUMENT));
-    CHECK(has(last(), "block_table"));
-}
-
 TEST_CASE("C ABI: mlajit_warmup compiles a model's kernels for an arch with no GPU, then finds them cached") {
     mlajit::test::TempDir dir("abi-warmup");
     ::setenv("MLAJIT_CACHE_DIR", dir.str().c_str(), 1);

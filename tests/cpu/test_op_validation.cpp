@@ -242,7 +242,8 @@ TEST_CASE("validation: sparse MQA over a paged latent cache") {
     a.cu_seqlens_kv = t(fake(8), MLAJIT_INT32, {3});
     a.cu_seqlens_q_host = cu_q;
     a.cu_seqlens_kv_host = cu_k;
-    auto p = plan_sparse_mqa_paged(kArch, a, &bt);
+    a.block_table = bt;
+    auto p = plan_sparse_mqa(kArch, a);
     CHECK(p.params.block_table != nullptr);
     CHECK(p.params.block_size == 16);
     CHECK(p.params.num_pages == 40);
@@ -250,21 +251,31 @@ TEST_CASE("validation: sparse MQA over a paged latent cache") {
     CHECK(p.params.kv_stride_tok == 576);
     CHECK(p.params.bt_stride_req == 50);
     {
-        mlajit_tensor narrow = t(fake(9), MLAJIT_INT32, {2, 40});  // 640 keys a row, request 1 has 650
-        CHECK(has(invalid([&] { plan_sparse_mqa_paged(kArch, a, &narrow); }), "block_table"));
+        auto b = a;
+        b.block_table = t(fake(9), MLAJIT_INT32, {2, 40});  // 640 keys a row, request 1 has 650
+        CHECK(has(invalid([&] { plan_sparse_mqa(kArch, b); }), "block_table"));
     }
     {
-        mlajit_tensor one_row = t(fake(9), MLAJIT_INT32, {1, 50});
-        CHECK(has(invalid([&] { plan_sparse_mqa_paged(kArch, a, &one_row); }), "one row per request"));
+        auto b = a;
+        b.block_table = t(fake(9), MLAJIT_INT32, {1, 50});
+        CHECK(has(invalid([&] { plan_sparse_mqa(kArch, b); }), "one row per request"));
     }
     {
         auto b = good_mqa();  // contiguous kv [800, 576] given with a block table: shape error names kv
-        CHECK(has(invalid([&] { plan_sparse_mqa_paged(kArch, b, &bt); }), "kv:"));
+        b.block_table = bt;
+        CHECK(has(invalid([&] { plan_sparse_mqa(kArch, b); }), "kv:"));
     }
     {
         auto c = good_mqa();  // single sequence: s_kv is the table's capacity
         c.kv = t(fake(2), MLAJIT_BF16, {40, 16, 576});
-        mlajit_tensor bt1 = t(fake(9), MLAJIT_INT32, {1, 50});
-        CHECK(plan_sparse_mqa_paged(kArch, c, &bt1).params.s_kv == 800);
+        c.block_table = t(fake(9), MLAJIT_INT32, {1, 50});
+        CHECK(plan_sparse_mqa(kArch, c).params.s_kv == 800);
+    }
+    {
+        auto c = good_mqa();  // causal: 0 or 1
+        c.causal = 1;
+        CHECK(plan_sparse_mqa(kArch, c).params.causal == 1);
+        c.causal = 2;
+        CHECK(has(invalid([&] { plan_sparse_mqa(kArch, c); }), "causal"));
     }
 }

@@ -36,11 +36,12 @@ PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s
     // Duplicates (a key listed twice in a row): every path attends it once, so the reference gets the row
     // with later copies blanked.
     auto ref_idx = idx;
-    if (dups) {
+    if (dups) {  // copies land on -1 slots only: each row keeps its key set (dense = masked still holds)
         for (int64_t t = 0; t < T; t += 2)
             for (int64_t i = 0; i < topk / 8; ++i) {
                 const int32_t v = idx[t * topk + rng.uniform_int(0, topk - 1)];
-                if (v >= 0) idx[t * topk + rng.uniform_int(0, topk - 1)] = v;
+                int32_t& slot = idx[t * topk + rng.uniform_int(0, topk - 1)];
+                if (v >= 0 && slot < 0) slot = v;
             }
         ref_idx = idx;
         std::vector<int32_t> seen;

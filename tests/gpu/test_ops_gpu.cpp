@@ -175,6 +175,7 @@ struct MqaCase {
     bool pad_at_end = false;  // valid entries first, -1 padding at the row end (else scattered over the row)
     int first_req = 0;        // batched: the call covers requests first_req.. only (cu_seqlens[0] > 0)
     int block_size = 0;       // > 0: the latent cache paged into shuffled pages of this many rows
+    bool causal = false;      // DSA's causal index semantics (rows also get indices past the query's position)
 };
 
 // The reference's view of a row: a key listed twice is attended once (later copies become -1).
@@ -192,8 +193,8 @@ std::vector<int32_t> first_copies(const std::vector<int32_t>& idx, int64_t rows,
     return r;
 }
 
-// The one internal handle the paged cases launch through (the public args gain block_table with the ABI
-// change on main; until then plan_sparse_mqa_paged is the way in).
+// The internal handle the paged and causal cases launch through: the C entry point refuses block_table and
+// causal until the lead enables them (c_api.cpp), the op itself takes both.
 mlajit::Handle& internal_handle() {
     static mlajit::Handle h(-1);
     return h;
@@ -236,6 +237,15 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
         for (int64_t i = 0; i < n; ++i) {
             const int32_t v = idx[t * topk + rng.uniform_int(0, topk - 1)];
             if (v >= 0) idx[t * topk + rng.uniform_int(0, topk - 1)] = v;
+        }
+    }
+    if (c.causal) {  // indices past the query's own position (still < s_kv): skipped under causal = 1
+        for (int64_t t = 0; t < sq; t += 2) {
+            size_t r = 0;
+            while (r + 2 < b.cu_q.size() && b.cu_q[r + 1] <= t) ++r;
+            const int64_t skr = b.cu_k[r + 1] - b.cu_k[r], sqr = b.cu_q[r + 1] - b.cu_q[r], pos = skr - sqr + (t - b.cu_q[r]);
+            if (pos + 1 < skr)
+                for (int64_t i = 0; i < 3; ++i) idx[t * topk + rng.uniform_int(0, topk - 1)] = (int32_t)rng.uniform_int(pos + 1, skr - 1);
         }
     }
     for (int64_t j = 0; j < topk; ++j) idx[(sq / 2) * topk + j] = -1;            // a row with nothing valid
@@ -297,13 +307,16 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
         a.cu_seqlens_kv_host = b.cu_k.data() + c.first_req;
     }
     a.sm_scale = (float)scale;
+    a.causal = c.causal ? 1 : 0;
     if (bs > 0) {
-        mlajit_tensor bt = tensor(dbt.get(), MLAJIT_INT32, {b.batch(), max_blocks});
+        a.block_table = tensor(dbt.get(), MLAJIT_INT32, {b.batch(), max_blocks});
         if (c.batched && c.first_req > 0) {  // the sub-batch's rows of the table
-            bt.data = dbt.get() + c.first_req * max_blocks;
-            bt.shape[0] = b.batch() - c.first_req;
+            a.block_table.data = dbt.get() + c.first_req * max_blocks;
+            a.block_table.shape[0] = b.batch() - c.first_req;
         }
-        auto plan = plan_sparse_mqa_paged(internal_handle().arch(), a, &bt);
+    }
+    if (bs > 0 || c.causal) {
+        auto plan = plan_sparse_mqa(internal_handle().arch(), a);
         launch_plan(internal_handle(), plan, G->stream);
     } else {
         MLAJIT_CHECK_OK(mlajit_sparse_mqa_prefill(G->handle, &a, G->stream));
@@ -329,6 +342,7 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     ra.heads = h;
     ra.topk = topk;
     ra.sm_scale = (float)scale;
+    ra.causal = c.causal;
     if (c.batched) {
         ra.cu_seqlens_q = b.cu_q;
         ra.cu_seqlens_kv = b.cu_k;
@@ -421,6 +435,8 @@ void mqa_contract_cases(Gpu* G) {
         run_mqa_case(G, {64, 600, 4000, 2048, true, 0, false, 0, bs});  // paged, out-of-order + shared pages
         run_mqa_case(G, {20, 300, 1000, 256, true, 0, false, 1, bs});   // paged sub-batch
     }
+    run_mqa_case(G, {64, 300, 2600, 2048, false, 0, false, 0, 0, true});  // causal index semantics
+    run_mqa_case(G, {16, 600, 4000, 256, true, 0, false, 1, 16, true});   // causal, paged sub-batch
 }
 
 TEST_CASE("gpu: sparse MQA contract: widths, duplicates, padding, sub-batches, paged cache (both tiers)") {

@@ -1,6 +1,7 @@
-// Standalone correctness + timing harness for kernels_src/sparse_mqa_fwd.cuh (every config in configs.h).
+// Standalone correctness + timing harness for kernels_src/sparse_mqa/{sm80,sm90}.cuh (every config in configs.h).
 //
 //   build.sh && build/harness [--configs tag,tag] [--no-check] [--no-bench] [--sanitize] [--log FILE]
+//                             [--bench-s N] [--bench-heads 128,64] [--scatter] [--reps N]
 //
 // Correctness: fresh random bf16 inputs (never zeros), outputs poisoned (NaN) before each launch, padded
 // strides with guard elements that must stay poisoned (catches writes past num_heads or past 512), every
@@ -8,8 +9,10 @@
 // max(|r|, rms(ref row)), ||o - r|| / ||r|| <= 2e-2 (printed), lse and max_logits within 1e-3 absolute
 // (exactly -inf for rows with no valid index). Each config runs twice on the same inputs and must give
 // bit-identical results (a moving answer is a race). Bench sizes check a subsample of tokens, all heads.
-// Timing: s_q = s_kv = 4096, topk 2048, indices uniform over each query's causal prefix (-1 padding for
-// the first 2047 queries), cudaEvents, 3 warm-ups, median of 15.
+// Timing: s_q = s_kv = 8192 (--bench-s N), topk 2048, indices uniform over each query's causal prefix (-1
+// padding for the first 2047 queries, at the row end or, with --scatter, spread over the row), cudaEvents,
+// 3 warm-ups, median of --reps (15); the copy ceiling (1 GiB device-to-device) measured first.
+// Reference semantics: the row's set of valid keys (a key listed twice is attended once).
 #include <cuda_runtime.h>
 
 #include <algorithm>
