@@ -24,23 +24,27 @@ std::string shape_str(const mlajit_tensor& t) {
 
 bool present(const mlajit_tensor& t) { return t.data != nullptr; }
 
-std::vector<int64_t> check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
-                                  std::initializer_list<int64_t> dims, bool align16) {
+TensorSizes check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
+                         std::initializer_list<int64_t> dims, bool align16) {
     if (!t.data) fail_arg("{}: the data pointer is NULL; pass a device buffer of shape {} elements", name, dims.size());
     if (t.dtype != dtype) fail_arg("{}: expected dtype {}, got {}", name, dtype_name(dtype), dtype_name(t.dtype));
-    if (t.ndim != (int)dims.size())
+    if (t.ndim != (int)dims.size() || dims.size() > 4)
         fail_arg("{}: expected {} dimensions, got {} (shape {})", name, dims.size(), t.ndim, shape_str(t));
-    std::string want = "[";
+    // The expected shape as text, built only for the error message.
+    auto want = [&] {
+        std::string w = "[";
+        int k = 0;
+        for (int64_t d : dims) w += (k++ ? ", " : "") + (d < 0 ? std::string("*") : std::to_string(d));
+        return w + "]";
+    };
     int i = 0;
-    for (int64_t d : dims) want += (i++ ? ", " : "") + (d < 0 ? std::string("*") : std::to_string(d));
-    want += "]";
-    i = 0;
-    std::vector<int64_t> sizes;
+    TensorSizes sizes;
+    sizes.n = t.ndim;
     for (int64_t d : dims) {
         if (t.shape[i] < 0 || (d >= 0 && t.shape[i] != d))
-            fail_arg("{}: expected shape {}, got {} (dimension {} differs)", name, want, shape_str(t), i);
+            fail_arg("{}: expected shape {}, got {} (dimension {} differs)", name, want(), shape_str(t), i);
         if (t.stride[i] < 0) fail_arg("{}: stride {} is negative ({}); only non-negative strides are supported", name, i, t.stride[i]);
-        sizes.push_back(t.shape[i]);
+        sizes.d[i] = t.shape[i];
         ++i;
     }
     if (t.ndim > 0 && t.stride[t.ndim - 1] != 1 && t.shape[t.ndim - 1] > 1)
