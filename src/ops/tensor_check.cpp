@@ -1,5 +1,7 @@
 #include "ops/tensor_check.h"
 
+#include <climits>
+
 #include "common/error.h"
 
 namespace mlajit {
@@ -24,6 +26,29 @@ std::string shape_str(const mlajit_tensor& t) {
 
 bool present(const mlajit_tensor& t) { return t.data != nullptr; }
 
+// Sizes the kernels can index and an extent that cannot overflow: every dimension fits in int32 (the kernels
+// hold token, head and batch indices in int), and the bytes the tensor spans, 1 + sum (size - 1) * stride
+// elements, computed without int64 overflow, stay below 2^48 (more than any GPU's memory): a stride or size
+// beyond that is a caller's mistake that would otherwise wrap into a small, wrong address range.
+static void check_extent(const mlajit_tensor& t, const char* name, int64_t elem_bytes) {
+    constexpr int64_t kMaxBytes = int64_t(1) << 48;
+    int64_t span = 1;
+    for (int k = 0; k < t.ndim; ++k) {
+        if (t.shape[k] > INT32_MAX)
+            fail_arg("{}: dimension {} is {}, more than 2^31 - 1, the largest size the kernels index (shape {})", name, k,
+                     t.shape[k], shape_str(t));
+        if (t.shape[k] == 0) return;  // empty: nothing is read or written
+    }
+    for (int k = 0; k < t.ndim; ++k) {
+        int64_t step = 0;
+        if (__builtin_mul_overflow(t.shape[k] - 1, t.stride[k], &step) || __builtin_add_overflow(span, step, &span) ||
+            span > kMaxBytes / elem_bytes)
+            fail_arg("{}: shape {} with stride {} in dimension {} spans more than 2^48 bytes, more than any GPU's memory: "
+                     "check the strides (they count elements, not bytes)",
+                     name, shape_str(t), t.stride[k], k);
+    }
+}
+
 std::vector<int64_t> check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
                                   std::initializer_list<int64_t> dims, bool align16) {
     if (!t.data) fail_arg("{}: the data pointer is NULL; pass a device buffer of shape {} elements", name, dims.size());
@@ -43,6 +68,7 @@ std::vector<int64_t> check_tensor(const mlajit_tensor& t, const char* name, mlaj
         sizes.push_back(t.shape[i]);
         ++i;
     }
+    check_extent(t, name, dtype_bytes(dtype));
     if (t.ndim > 0 && t.stride[t.ndim - 1] != 1 && t.shape[t.ndim - 1] > 1)
         fail_arg("{}: the last dimension must be contiguous (stride 1), got stride {}: pass a contiguous copy", name,
                  t.stride[t.ndim - 1]);
