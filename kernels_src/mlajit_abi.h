@@ -114,3 +114,23 @@ static constexpr int mj_mqa_smem_bytes(int block_h, int block_n, int stages, int
 }
 // Mask build: MJ_ROWS_PER_BLOCK query rows per block.
 static constexpr int mj_mask_threads() { return 256; }
+
+// ---------------------------------------------------------------------------------------------------------
+// Paged latent-cache gather: the rows of a run of requests from pages [num_blocks, block_size, 576] into
+// one contiguous [sum of s_k, 576] buffer (what the K/V up-projection and the MHA kernel read). Request r
+// (0-based from cu_seqlens_k) key position p is token p % block_size of page block_table[r][p / block_size]
+// and lands in dst row cu_seqlens_k[r] - cu_seqlens_k[0] + p. A page id outside [0, num_blocks) is never
+// read: its rows are written as NaN, so every output that attends them shows it (the host cannot see
+// device-side block tables before launch).
+// ---------------------------------------------------------------------------------------------------------
+struct PagedGatherParams {
+    const void* pages;        // bf16 [num_blocks, block_size, 576]
+    mj_i64 page_stride, tok_stride;  // in elements
+    const int* block_table;   // int32 [batch, max_blocks] (row r of this pointer = request r of the run)
+    mj_i64 bt_stride;
+    const int* cu_seqlens_k;  // device int32 [batch + 1], absolute entries
+    void* dst;                // bf16 [rows, dst_stride]
+    mj_i64 dst_stride;
+    int batch, block_size, num_blocks, max_blocks;
+};
+static constexpr int mj_gather_threads() { return 128; }

@@ -5,7 +5,25 @@
  * what was wrong and what to do. Nothing is launched when an argument check fails.
  *
  * Tensors are described by mlajit_tensor: a device pointer, a dtype, up to 4 dims and strides in
- * elements (row-major; the last dimension must be contiguous). Semantics: see docs and DESIGN.md. */
+ * elements (row-major; the last dimension must be contiguous). The contract (semantics, layouts, cache):
+ * docs/DESIGN.md in the repository.
+ *
+ * ABI growth: every args struct starts with `size_t struct_size`, which the caller sets to sizeof(the
+ * struct as its header declares it); MLAJIT_ARGS_INIT does it and zero-fills the rest:
+ *     mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
+ * New fields are only ever appended, and a zero in a new field keeps the old behaviour. So a program
+ * built against an older header keeps working with a newer library (the missing tail reads as zero), and
+ * a newer program on an older library works as long as it leaves the fields that library does not know
+ * at zero (else MLAJIT_ERROR_UNSUPPORTED names the struct). struct_size 0 or below the first published
+ * size is MLAJIT_ERROR_INVALID_ARGUMENT.
+ *
+ * Index semantics (every op and path): indices are request-local key positions; -1 and any value outside
+ * [0, s_k) of the row's request are skipped; a row may be any width from 1 up (engines pad with -1); a
+ * key listed more than once in a row is attended once (a top-k selection is a set).
+ *
+ * Non-finite inputs: a NaN or inf in q, k, v or the latent cache reaches only the output rows whose
+ * attention reads it (the query rows that hold it, or that attend a key row holding it); other rows and
+ * other requests are unaffected. sm_scale must be positive and finite (checked). */
 #ifndef MLAJIT_MLAJIT_H
 #define MLAJIT_MLAJIT_H
 
@@ -23,7 +41,11 @@ extern "C" {
 #endif
 
 #define MLAJIT_VERSION_MAJOR 0
-#define MLAJIT_VERSION_MINOR 1
+#define MLAJIT_VERSION_MINOR 2
+#define MLAJIT_VERSION_PATCH 0
+
+/* Sets struct_size and zero-fills every other field: `T a = MLAJIT_ARGS_INIT(T);` in C and C++. */
+#define MLAJIT_ARGS_INIT(type) {sizeof(type)}
 
 typedef enum mlajit_status {
     MLAJIT_OK = 0,
@@ -51,7 +73,7 @@ typedef struct mlajit_tensor {
 /* The message of the last failed call on this thread ("" if none). Valid until the next call. */
 MLAJIT_API const char* mlajit_last_error(void);
 MLAJIT_API const char* mlajit_status_name(mlajit_status status);
-MLAJIT_API const char* mlajit_version(void);
+MLAJIT_API const char* mlajit_version(void); /* "MAJOR.MINOR.PATCH" of the library (not of the header) */
 
 /* A runtime handle bound to one CUDA context: device < 0 takes the caller's current context (so pointers
  * from PyTorch or any CUDA runtime program work), device >= 0 retains that device's primary context.
@@ -64,17 +86,27 @@ MLAJIT_API const char* mlajit_handle_arch(mlajit_handle handle);
 
 /* ---------------------------------------------------------------------------------------------------
  * Sparse MQA prefill (FlashMLA sparse-prefill semantics).
- * q [s_q, h, 576] bf16, kv [s_kv, 576] bf16, indices [s_q, topk] int32 (-1 / out of range = skipped)
+ * q [s_q, h, 576] bf16, kv [s_kv, 576] bf16, indices [s_q, width] int32 (index semantics above)
  * -> out [s_q, h, 512] bf16, lse [s_q, h] fp32 (natural log), max_logits [s_q, h] fp32 (optional).
+ * A row with no valid index: out = 0, lse = -inf, max_logits = -inf.
  * Batched form: pass cu_seqlens_q / cu_seqlens_kv (device int32 [batch+1]) and their host copies;
- * indices are then local to each request. h in 1..128, topk a multiple of 64 in 64..4096. */
+ * indices are then local to each request; cu_seqlens[0] may be > 0 (a sub-batch, tensors still indexed
+ * from token 0). Paged latent cache: with block_table (int32 [batch or 1, max_blocks]) kv is
+ * [num_blocks, block_size, 576] and key position p of request r is row p % block_size of page
+ * block_table[r][p / block_size]. h in 1..128. */
 typedef struct mlajit_sparse_mqa_args {
+    size_t struct_size;
     mlajit_tensor q, kv, indices;
     mlajit_tensor out, lse, max_logits;
     mlajit_tensor cu_seqlens_q, cu_seqlens_kv;  /* optional (data NULL = one sequence) */
     const int32_t* cu_seqlens_q_host;           /* required with the batched form */
     const int32_t* cu_seqlens_kv_host;
     float sm_scale;
+    mlajit_tensor block_table; /* optional: paged kv (see above) */
+    /* 0: FlashMLA's semantics (any index in [0, s_kv) is attended). 1: DSA's causal semantics, as the
+     * one-call prefill uses: query i of a request (bottom-right aligned: key position s_kv - s_q + i) also
+     * skips indices past its own position, exactly as masked MHA does. */
+    int32_t causal;
 } mlajit_sparse_mqa_args;
 MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const mlajit_sparse_mqa_args* args,
                                                    void* stream);
@@ -89,6 +121,7 @@ MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const m
  * from mlajit_topk_mask_build. cu_seqlens[0] may be > 0 (here and in mlajit_topk_mask_build): the call
  * then covers the sub-batch of tokens from cu_seqlens[0] on, with tensors still indexed from token 0. */
 typedef struct mlajit_mha_args {
+    size_t struct_size;
     mlajit_tensor q, k, k_nope, k_pe, v;
     mlajit_tensor out, lse;
     mlajit_tensor cu_seqlens_q, cu_seqlens_k;
@@ -100,10 +133,11 @@ typedef struct mlajit_mha_args {
 MLAJIT_API mlajit_status mlajit_mha_prefill(mlajit_handle handle, const mlajit_mha_args* args, void* stream);
 
 /* ---------------------------------------------------------------------------------------------------
- * Top-k bitmask: indices [T_q, topk] int32 (request-local key positions) -> mask [T_q, words] uint32,
+ * Top-k bitmask: indices [T_q, width] int32 (request-local key positions) -> mask [T_q, words] uint32,
  * bit j of word w = key 32w+j of the row's request. The kernel writes every word (no memset needed).
  * mlajit_topk_mask_words gives the row length in words for the batch's longest s_k. */
 typedef struct mlajit_topk_mask_args {
+    size_t struct_size;
     mlajit_tensor indices;
     mlajit_tensor cu_seqlens_q, cu_seqlens_k;
     const int32_t* cu_seqlens_q_host;
@@ -117,7 +151,8 @@ MLAJIT_API mlajit_status mlajit_topk_mask_build(mlajit_handle handle, const mlaj
                                                 void* stream);
 
 /* ---------------------------------------------------------------------------------------------------
- * Planner: per request, the path predicted fastest (dense MHA when s_k <= topk; else masked MHA or sparse
+ * Planner: per request, the path predicted fastest (dense MHA when s_k <= topk, the MODEL's top-k, > 0;
+ * else masked MHA or sparse
  * MQA). Predictions come from a calibration table for gpu_name (in the cache, or MLAJIT_PLAN_TABLE) when
  * there is one, else from a cost model with constants measured on the H200. MLAJIT_PATH and
  * MLAJIT_MASKED_MHA_MAX_SEQ override. gpu_name may be NULL. Output arrays have n entries; the two time
@@ -136,15 +171,21 @@ MLAJIT_API mlajit_status mlajit_plan_prefill(const char* gpu_name, int heads, in
  *   out = latent . W_UV^T.
  * Inputs (bf16 unless said): q_nope [T_q, h, 128], q_pe [T_q, h, 64], kv_c [T_k, 512], k_pe [T_k, 64],
  * w_kv_b [h * 256, 512] (DeepSeek's kv_b_proj.weight: per head 128 rows of W_UK then 128 rows of W_UV),
- * indices int32 [T_q, topk] (request-local key positions, -1 = none), cu_seqlens_q / cu_seqlens_k (device
+ * indices int32 [T_q, width] (request-local key positions; index semantics above), cu_seqlens_q / cu_seqlens_k (device
  * int32 [batch + 1], bottom-right causal alignment as in mlajit_mha_prefill) with their host copies.
  * Packed layouts cost no copy: q_nope/q_pe as views of one [T_q, h, 192] tensor, kv_c/k_pe as views of one
  * [T_k, 576] tensor. lse [T_q, h] fp32 is optional. The workspace (device memory, 256-byte aligned) must
  * hold mlajit_mla_prefill_workspace_size() bytes for the same arguments; it is scratch, reused per call.
  * force_path: -1 = the planner decides (MLAJIT_PATH still applies), else an mlajit_path for every request
  * (dense MHA only where exact: s_k <= topk for every request, else INVALID_ARGUMENT).
+ * topk: the MODEL's top-k (2048 for DeepSeek-V3.2), not the width of indices (an engine may pad rows past
+ * it); 0 = the width. Dense MHA is used only where exact: s_k <= topk for the request.
+ * Paged latent cache (instead of kv_c / k_pe): kv_cache bf16 [num_blocks, block_size, 576] and
+ * block_table int32 [batch, max_blocks] (key position p of request r is row p % block_size of page
+ * block_table[r][p / block_size]); total_k is then cu_seqlens_k_host[batch].
  * paths_out: optional host array of batch entries, receives the path each request took. */
 typedef struct mlajit_mla_prefill_args {
+    size_t struct_size;
     mlajit_tensor q_nope, q_pe, kv_c, k_pe, w_kv_b, indices;
     mlajit_tensor cu_seqlens_q, cu_seqlens_k;
     const int32_t* cu_seqlens_q_host;
@@ -155,6 +196,8 @@ typedef struct mlajit_mla_prefill_args {
     size_t workspace_bytes;
     int force_path;
     mlajit_path* paths_out;
+    int32_t topk;                           /* the model's top-k; 0 = indices width */
+    mlajit_tensor kv_cache, block_table;    /* optional paged latent cache (instead of kv_c, k_pe) */
 } mlajit_mla_prefill_args;
 /* Bytes of workspace mlajit_mla_prefill needs for these arguments (shapes and host cu_seqlens are read;
  * device pointers and the workspace may be NULL). */
@@ -163,13 +206,25 @@ MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle,
 MLAJIT_API mlajit_status mlajit_mla_prefill(mlajit_handle handle, const mlajit_mla_prefill_args* args, void* stream);
 
 /* ---------------------------------------------------------------------------------------------------
- * Cache and warmup. Compiles (or loads from the disk cache) the kernels one op would launch, without
- * launching; works with no GPU when the handle is NULL and arch is given ("sm_90a"). */
-typedef enum mlajit_kernel_family {
-    MLAJIT_FAMILY_MHA_FWD = 0,
-    MLAJIT_FAMILY_SPARSE_MQA_FWD = 1,
-    MLAJIT_FAMILY_TOPK_MASK = 2
-} mlajit_kernel_family;
+ * Cache warmup: compiles into the disk cache (or finds there) every kernel a model's prefill can launch,
+ * for the given TP degrees, without launching anything. With arch set ("sm_90a", "sm_80") it needs no GPU
+ * or driver (NVRTC only); arch NULL = the GPU of `device` (or the current context's, device < 0).
+ * The cache root and mode are the environment's (MLAJIT_CACHE_DIR, MLAJIT_CACHE, ...), as for every call.
+ * heads: the model's attention heads (128 for DeepSeek-V3.2); 0 = 128. tp_degrees: n_tp entries, each
+ * dividing heads (NULL / 0 = {1}). topk: the model's top-k (0 = 2048). Outputs (optional): how many
+ * kernels were compiled now and how many were already in the cache. */
+typedef struct mlajit_warmup_args {
+    size_t struct_size;
+    const char* arch;
+    int device;
+    int heads;
+    const int* tp_degrees;
+    int n_tp;
+    int topk;
+    int* compiled;
+    int* cached;
+} mlajit_warmup_args;
+MLAJIT_API mlajit_status mlajit_warmup(const mlajit_warmup_args* args);
 
 #ifdef __cplusplus
 }

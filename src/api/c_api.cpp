@@ -7,6 +7,8 @@
 #include "mlajit/mlajit.h"
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
+#include "ops/tensor_check.h"
+#include "ops/variants.h"
 #include "planner/planner.h"
 #include "runtime/handle.h"
 
@@ -45,10 +47,46 @@ mlajit::Handle& impl(mlajit_handle h) {
     return *h->impl;
 }
 
+// The size of each args struct as first published with struct_size (mlajit 0.2). A field appended later
+// leaves these alone: a caller built against the 0.2 header sends this many bytes and the rest reads as 0.
+template <typename T> constexpr size_t kFirstPublishedSize = 0;
+template <> constexpr size_t kFirstPublishedSize<mlajit_sparse_mqa_args> = 760;
+template <> constexpr size_t kFirstPublishedSize<mlajit_mha_args> = 832;
+template <> constexpr size_t kFirstPublishedSize<mlajit_topk_mask_args> = 344;
+template <> constexpr size_t kFirstPublishedSize<mlajit_mla_prefill_args> = 1032;
+template <> constexpr size_t kFirstPublishedSize<mlajit_warmup_args> = 56;
+static_assert(sizeof(void*) != 8 || (sizeof(mlajit_sparse_mqa_args) == 760 && sizeof(mlajit_mha_args) == 832 &&
+                                     sizeof(mlajit_topk_mask_args) == 344 && sizeof(mlajit_mla_prefill_args) == 1032 &&
+                                     sizeof(mlajit_warmup_args) == 56),
+              "an args struct changed size: fields may only be appended, and kFirstPublishedSize stays as published");
+
+// The caller's struct as this library's version of it: struct_size bytes copied, a missing tail zero
+// (an older caller), an unknown tail refused unless it is all zero (a newer caller on an older library).
 template <typename T>
-const T& deref(const T* p, const char* what) {
-    if (!p) mlajit::fail_arg("{} is NULL", what);
-    return *p;
+T args_from(const T* p, const char* type) {
+    if (!p) mlajit::fail_arg("args is NULL: pass the address of a {} (initialize it with MLAJIT_ARGS_INIT({}))", type, type);
+    const size_t n = p->struct_size;
+    if (n == 0)
+        mlajit::fail_arg("{}.struct_size is 0: set it to sizeof({}); `{} a = MLAJIT_ARGS_INIT({});` does it and zero-fills "
+                         "the rest", type, type, type, type);
+    if (n < kFirstPublishedSize<T>)
+        mlajit::fail_arg("{}.struct_size is {}, less than any published size of it (the smallest is {}): set it to "
+                         "sizeof({}) with the header you compile against", type, n, kFirstPublishedSize<T>, type);
+    T out{};
+    if (n > sizeof(T)) {
+        const auto* tail = reinterpret_cast<const unsigned char*>(p) + sizeof(T);
+        for (size_t i = 0; i < n - sizeof(T); ++i)
+            if (tail[i] != 0)
+                mlajit::fail(MLAJIT_ERROR_UNSUPPORTED,
+                             "{} comes from a newer mlajit header ({} bytes; this library, {}, knows {}) and sets a field "
+                             "this library does not have (byte {} is non-zero): upgrade libmlajit, or leave the newer "
+                             "fields zero", type, n, mlajit_version(), sizeof(T), sizeof(T) + i);
+        std::memcpy(&out, p, sizeof(T));
+    } else {
+        std::memcpy(&out, p, n);
+    }
+    out.struct_size = sizeof(T);
+    return out;
 }
 
 }  // namespace
@@ -73,7 +111,11 @@ MLAJIT_API const char* mlajit_status_name(mlajit_status s) {
     return "MLAJIT_UNKNOWN_STATUS";
 }
 
-MLAJIT_API const char* mlajit_version(void) { return "0.1.0"; }
+#define MLAJIT_STR2(x) #x
+#define MLAJIT_STR(x) MLAJIT_STR2(x)
+MLAJIT_API const char* mlajit_version(void) {
+    return MLAJIT_STR(MLAJIT_VERSION_MAJOR) "." MLAJIT_STR(MLAJIT_VERSION_MINOR) "." MLAJIT_STR(MLAJIT_VERSION_PATCH);
+}
 
 MLAJIT_API mlajit_status mlajit_create(int device, mlajit_handle* out) {
     return guarded([&] {
@@ -94,11 +136,23 @@ MLAJIT_API const char* mlajit_handle_arch(mlajit_handle handle) {
 }
 
 MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const mlajit_sparse_mqa_args* args, void* stream) {
-    return guarded([&] { mlajit::sparse_mqa_prefill(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+    return guarded([&] {
+        const auto a = args_from(args, "mlajit_sparse_mqa_args");
+        if (mlajit::present(a.block_table))
+            mlajit::fail(MLAJIT_ERROR_UNSUPPORTED, "mlajit_sparse_mqa_args.block_table: the paged kv form of the sparse MQA "
+                         "op is not in this build yet; pass contiguous kv, or use mlajit_mla_prefill, which takes the paged cache");
+        if (a.causal != 0)
+            mlajit::fail(MLAJIT_ERROR_UNSUPPORTED, "mlajit_sparse_mqa_args.causal = {}: the causal index semantics of the "
+                         "sparse MQA op are not in this build yet; pass 0 (FlashMLA's semantics)", a.causal);
+        mlajit::sparse_mqa_prefill(impl(handle), a, static_cast<CUstream>(stream));
+    });
 }
 
 MLAJIT_API mlajit_status mlajit_mha_prefill(mlajit_handle handle, const mlajit_mha_args* args, void* stream) {
-    return guarded([&] { mlajit::mha_prefill(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+    return guarded([&] {
+        const auto a = args_from(args, "mlajit_mha_args");
+        mlajit::mha_prefill(impl(handle), a, static_cast<CUstream>(stream));
+    });
 }
 
 MLAJIT_API int64_t mlajit_topk_mask_words(int64_t max_seqlen_k) { return mlajit::topk_mask_words(max_seqlen_k); }
@@ -108,7 +162,10 @@ MLAJIT_API size_t mlajit_topk_mask_bytes(int64_t total_q, int64_t max_seqlen_k) 
 }
 
 MLAJIT_API mlajit_status mlajit_topk_mask_build(mlajit_handle handle, const mlajit_topk_mask_args* args, void* stream) {
-    return guarded([&] { mlajit::topk_mask_build(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+    return guarded([&] {
+        const auto a = args_from(args, "mlajit_topk_mask_args");
+        mlajit::topk_mask_build(impl(handle), a, static_cast<CUstream>(stream));
+    });
 }
 
 MLAJIT_API const char* mlajit_path_name(mlajit_path p) {
@@ -143,12 +200,48 @@ MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle,
                                                            size_t* bytes) {
     return guarded([&] {
         if (!bytes) mlajit::fail_arg("bytes is NULL: pass the address of a size_t");
-        *bytes = mlajit::mla_prefill_workspace_size(impl(handle).gpu_name(), deref(args, "args"));
+        *bytes = 0;
+        const auto a = args_from(args, "mlajit_mla_prefill_args");
+        *bytes = mlajit::mla_prefill_workspace_size(impl(handle).gpu_name(), a);
     });
 }
 
 MLAJIT_API mlajit_status mlajit_mla_prefill(mlajit_handle handle, const mlajit_mla_prefill_args* args, void* stream) {
-    return guarded([&] { mlajit::mla_prefill(impl(handle), deref(args, "args"), static_cast<CUstream>(stream)); });
+    return guarded([&] {
+        const auto a = args_from(args, "mlajit_mla_prefill_args");
+        mlajit::mla_prefill(impl(handle), a, static_cast<CUstream>(stream));
+    });
+}
+
+MLAJIT_API mlajit_status mlajit_warmup(const mlajit_warmup_args* args) {
+    return guarded([&] {
+        const auto a = args_from(args, "mlajit_warmup_args");
+        if (a.compiled) *a.compiled = 0;
+        if (a.cached) *a.cached = 0;
+        mlajit::ModelConfig m = mlajit::model_preset("deepseek-v3.2");
+        if (a.heads != 0) m.heads = a.heads;
+        if (a.topk != 0) m.topk = a.topk;
+        if (a.n_tp < 0) mlajit::fail_arg("mlajit_warmup_args.n_tp must be >= 0, got {}", a.n_tp);
+        if (a.n_tp > 0 && !a.tp_degrees) mlajit::fail_arg("mlajit_warmup_args.tp_degrees is NULL but n_tp is {}", a.n_tp);
+        std::vector<int> tp = a.n_tp > 0 ? std::vector<int>(a.tp_degrees, a.tp_degrees + a.n_tp) : std::vector<int>{1};
+        mlajit::Arch arch;
+        if (a.arch) {
+            arch = mlajit::Arch::parse(a.arch);
+        } else {
+            mlajit::Handle h(a.device);  // the GPU's arch (MLAJIT_ARCH applies, as for every handle)
+            arch = h.arch();
+        }
+        auto& store = mlajit::KernelStore::global();
+        int compiled = 0, cached = 0;
+        for (const auto& spec : mlajit::model_variants(m, tp, {arch})) {
+            // "compiled" = NVRTC ran for it in this call (the store's count moved), else it was cached.
+            const int64_t before = store.stats().compiled.load();
+            store.cubin(spec);
+            (store.stats().compiled.load() > before ? compiled : cached)++;
+        }
+        if (a.compiled) *a.compiled = compiled;
+        if (a.cached) *a.cached = cached;
+    });
 }
 
 }  // extern "C"

@@ -33,6 +33,7 @@ const FamilyInfo& family_info(Family f) {
         {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa/sm80.cuh", "mlajit_sparse_mqa_fwd",
          {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE"}},
         {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
+        {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK"}},
     };
     return infos[(int)f];
 }
@@ -40,7 +41,9 @@ const FamilyInfo& family_info(Family f) {
 Family family_from_name(const std::string& name) {
     for (int i = 0; i < kNumFamilies; ++i)
         if (name == family_info((Family)i).name) return (Family)i;
-    fail_arg("unknown kernel family '{}': expected mha_fwd, sparse_mqa_fwd or topk_mask", name);
+    std::string known;
+    for (int i = 0; i < kNumFamilies; ++i) known += fmt::format("{}{}", i ? ", " : "", family_info((Family)i).name);
+    fail_arg("unknown kernel family '{}': expected one of {}", name, known);
 }
 
 std::string render_source(const KernelSpec& spec) {

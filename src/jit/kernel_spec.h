@@ -10,8 +10,8 @@
 
 namespace mlajit {
 
-enum class Family : uint8_t { mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2 };
-inline constexpr int kNumFamilies = 3;
+enum class Family : uint8_t { mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2, paged_gather = 3 };
+inline constexpr int kNumFamilies = 4;
 
 struct Arch {
     int sm = 0;        // 80, 86, 89, 90, 100, ...

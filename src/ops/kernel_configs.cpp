@@ -93,10 +93,19 @@ KernelSpec topk_mask_spec(const Arch& arch) {
     return s;
 }
 
+KernelSpec paged_gather_spec(const Arch& arch) {
+    KernelSpec s;
+    s.family = Family::paged_gather;
+    s.arch = arch;
+    s.p = {16};
+    return s;
+}
+
 int mha_smem_bytes(const KernelSpec& s) { return mj_mha_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMha, kDimV); }
 int mha_threads(const KernelSpec& s) { return mj_mha_threads(s.p[2]); }
 int mqa_smem_bytes(const KernelSpec& s) { return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent); }
 int mqa_threads(const KernelSpec& s) { return mj_mqa_threads(s.p[2]); }
 int mask_rows_per_block(const KernelSpec& s) { return s.p[0]; }
+int gather_rows_per_block(const KernelSpec& s) { return s.p[0]; }
 
 }  // namespace mlajit

@@ -36,11 +36,13 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads);
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked);
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t);
 KernelSpec topk_mask_spec(const Arch& arch);
+KernelSpec paged_gather_spec(const Arch& arch);
 
 int mha_smem_bytes(const KernelSpec& s);
 int mha_threads(const KernelSpec& s);
 int mqa_smem_bytes(const KernelSpec& s);
 int mqa_threads(const KernelSpec& s);
 int mask_rows_per_block(const KernelSpec& s);
+int gather_rows_per_block(const KernelSpec& s);
 
 }  // namespace mlajit

@@ -13,9 +13,13 @@
 namespace mlajit {
 
 struct MlaShapes {
-    int64_t total_q = 0, total_k = 0, heads = 0, topk = 0, batch = 0;
+    int64_t total_q = 0, total_k = 0, heads = 0, batch = 0;
+    int64_t width = 0;  // of the indices tensor (any from 1 up)
+    int64_t topk = 0;   // the model's top-k (args.topk, else the width): dense MHA is exact for s_k <= topk
     bool q_packed = false;   // q_nope / q_pe are views of one [T_q, h, 192] tensor: MHA reads it in place
     bool kv_packed = false;  // kv_c / k_pe are views of one [T_k, 576] tensor: MQA reads it in place
+    bool paged = false;      // the latent cache is kv_cache [num_blocks, block_size, 576] + block_table
+    int64_t num_blocks = 0, block_size = 0, max_blocks = 0;
     bool has_lse = false;
 };
 
@@ -41,7 +45,8 @@ struct MlaStepLayout {
     size_t mask = 0;     // masked MHA: [tq, words]
     size_t q_mqa = 0;    // MQA: [c, h, 576] absorbed queries
     size_t latent = 0;   // MQA: [c, h, 512] latent outputs
-    size_t kv_pack = 0;  // MQA: [s_k, 576] when kv is not packed
+    size_t kv_pack = 0;  // MQA: [s_k, 576] when kv is not packed or is paged (gathered from the pages)
+    size_t kv_gather = 0; // MHA, paged cache: [tk, 576] latent rows of the run, gathered from the pages
     size_t lse = 0;      // [tq, h] fp32 when the caller passed no lse
     size_t end = 0;
 };

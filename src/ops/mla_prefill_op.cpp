@@ -53,6 +53,20 @@ void copy_heads(void* dst, int64_t dst_row, int64_t dst_col, const mlajit_tensor
                   size_t(src.stride[0]) * 2, size_t(width) * 2, size_t(tokens), stream, what);
 }
 
+// The latent rows of the step's requests out of the paged cache, into `dst` ([k1 - k0, 576]).
+void gather_pages(Handle& h, const mlajit_mla_prefill_args& a, const MlaStep& st, void* dst, CUstream stream) {
+    PagedGather g;
+    g.kv_cache = a.kv_cache;
+    g.block_table = a.block_table;
+    g.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data);
+    g.r0 = st.r0;
+    g.r1 = st.r1;
+    g.max_s_k = st.max_s_k;
+    g.dst = dst;
+    g.dst_stride = kDimQkMqa;
+    paged_gather(h, g, stream);
+}
+
 void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* ws,
                   CUstream stream) {
     const MlaStepLayout l = step_layout(s, st);
@@ -60,18 +74,29 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     const int64_t tq_end = st.t1, tk_end = st.k1;  // tensors seen by the kernels end at the run's last token
     // K/V up-projection of the run's keys: [tk, 512] . W_kv_b^T -> [tk, h * 256] (per head k_nope ; v).
     void* kv_up = offset(ws, int64_t(l.kv_up), 1);
+    // The run's latent rows [kv_c ; k_pe]: the caller's, or gathered out of the pages into the workspace.
+    const void* kv_c = offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2);
+    int64_t kv_c_ld = a.kv_c.stride[0];
+    mlajit_tensor k_pe = strided_tensor(a.k_pe.data, MLAJIT_BF16, {tk_end, kDimRope}, {a.k_pe.stride[0], 1});
+    if (s.paged) {
+        void* rows = offset(ws, int64_t(l.kv_gather), 1);
+        gather_pages(h, a, st, rows, stream);
+        kv_c = rows;
+        kv_c_ld = kDimQkMqa;
+        k_pe = strided_tensor(offset(rows, kDimLatent - st.k0 * kDimQkMqa, 2), MLAJIT_BF16, {tk_end, kDimRope}, {kDimQkMqa, 1});
+    }
     GemmDesc g;
     g.m = st.k1 - st.k0;
     g.n = kv_row;
     g.k = kDimLatent;
-    g.a = {offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), a.kv_c.stride[0], 0, false};
+    g.a = {kv_c, kv_c_ld, 0, false};
     g.b = {a.w_kv_b.data, a.w_kv_b.stride[0], 0, true};
     g.c = kv_up;
     g.ldc = kv_row;
     h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
     const void* kv_base = offset(kv_up, -st.k0 * kv_row, 2);
 
-    mlajit_mha_args m{};
+    mlajit_mha_args m = MLAJIT_ARGS_INIT(mlajit_mha_args);
     if (s.q_packed) {
         m.q = strided_tensor(a.q_nope.data, MLAJIT_BF16, {tq_end, H, kDimQkMha}, {a.q_nope.stride[0], a.q_nope.stride[1], 1});
     } else {
@@ -84,7 +109,7 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     }
     m.k_nope = strided_tensor(kv_base, MLAJIT_BF16, {tk_end, H, kDimNope}, {kv_row, kDimNope + kDimV, 1});
     m.v = strided_tensor(offset(kv_base, kDimNope, 2), MLAJIT_BF16, {tk_end, H, kDimV}, {kv_row, kDimNope + kDimV, 1});
-    m.k_pe = strided_tensor(a.k_pe.data, MLAJIT_BF16, {tk_end, kDimRope}, {a.k_pe.stride[0], 1});
+    m.k_pe = k_pe;
     m.out = strided_tensor(a.out.data, MLAJIT_BF16, {tq_end, H, kDimV}, {a.out.stride[0], a.out.stride[1], 1});
     if (s.has_lse) m.lse = strided_tensor(a.lse.data, MLAJIT_FP32, {tq_end, H}, {a.lse.stride[0], 1});
     else m.lse = strided_tensor(offset(ws, int64_t(l.lse) - st.t0 * H * 4, 1), MLAJIT_FP32, {tq_end, H}, {H, 1});
@@ -97,8 +122,8 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     if (st.path == Path::masked_mha) {
         const int64_t words = topk_mask_words(st.max_s_k);
         m.mask = strided_tensor(offset(ws, int64_t(l.mask) - st.t0 * words * 4, 1), MLAJIT_UINT32, {tq_end, words}, {words, 1});
-        mlajit_topk_mask_args k{};
-        k.indices = strided_tensor(a.indices.data, MLAJIT_INT32, {tq_end, s.topk}, {a.indices.stride[0], 1});
+        mlajit_topk_mask_args k = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
+        k.indices = strided_tensor(a.indices.data, MLAJIT_INT32, {tq_end, s.width}, {a.indices.stride[0], 1});
         k.cu_seqlens_q = m.cu_seqlens_q;
         k.cu_seqlens_k = m.cu_seqlens_k;
         k.cu_seqlens_q_host = m.cu_seqlens_q_host;
@@ -120,7 +145,9 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
         kv = strided_tensor(offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), MLAJIT_BF16, {sk, kDimQkMqa}, {a.kv_c.stride[0], 1});
     } else {
         void* kp = offset(ws, int64_t(l.kv_pack), 1);
-        if (st.first_chunk) {
+        if (st.first_chunk && s.paged) {
+            gather_pages(h, a, st, kp, stream);
+        } else if (st.first_chunk) {
             copy_rows(kp, kDimQkMqa * 2, offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), size_t(a.kv_c.stride[0]) * 2,
                       kDimLatent * 2, size_t(sk), stream, "packing kv_c for sparse MQA");
             copy_rows(offset(kp, kDimLatent, 2), kDimQkMqa * 2, offset(a.k_pe.data, st.k0 * a.k_pe.stride[0], 2),
@@ -144,10 +171,10 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     copy_heads(q, kDimQkMqa, kDimLatent, a.q_pe, st.t0, c, H, kDimRope, stream, "packing q_pe for sparse MQA");
 
     void* latent = offset(ws, int64_t(l.latent), 1);
-    mlajit_sparse_mqa_args m{};
+    mlajit_sparse_mqa_args m = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     m.q = strided_tensor(q, MLAJIT_BF16, {c, H, kDimQkMqa}, {H * kDimQkMqa, kDimQkMqa, 1});
     m.kv = kv;
-    m.indices = strided_tensor(offset(a.indices.data, st.t0 * a.indices.stride[0], 4), MLAJIT_INT32, {c, s.topk},
+    m.indices = strided_tensor(offset(a.indices.data, st.t0 * a.indices.stride[0], 4), MLAJIT_INT32, {c, s.width},
                             {a.indices.stride[0], 1});
     m.out = strided_tensor(latent, MLAJIT_BF16, {c, H, kDimLatent}, {H * kDimLatent, kDimLatent, 1});
     if (s.has_lse) m.lse = strided_tensor(offset(a.lse.data, st.t0 * a.lse.stride[0], 4), MLAJIT_FP32, {c, H}, {a.lse.stride[0], 1});

@@ -35,10 +35,17 @@ size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
 MlaShapes check_mla_args(const mlajit_mla_prefill_args& in, bool need_data) {
     mlajit_mla_prefill_args a = in;
+    const bool paged = present(in.kv_cache) || present(in.block_table) || (!need_data && in.kv_cache.ndim == 3);
     if (!need_data) {
-        for (mlajit_tensor* t : {&a.q_nope, &a.q_pe, &a.kv_c, &a.k_pe, &a.w_kv_b, &a.indices, &a.cu_seqlens_q,
-                                 &a.cu_seqlens_k, &a.out})
+        for (mlajit_tensor* t : {&a.q_nope, &a.q_pe, &a.w_kv_b, &a.indices, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.out})
             *t = shape_only(*t);
+        if (paged) {
+            a.kv_cache = shape_only(a.kv_cache);
+            a.block_table = shape_only(a.block_table);
+        } else {
+            a.kv_c = shape_only(a.kv_c);
+            a.k_pe = shape_only(a.k_pe);
+        }
     }
     MlaShapes s;
     auto qn = check_tensor(a.q_nope, "q_nope", MLAJIT_BF16, {-1, -1, kDimNope});
@@ -47,27 +54,50 @@ MlaShapes check_mla_args(const mlajit_mla_prefill_args& in, bool need_data) {
     if (s.heads < 1 || s.heads > 128)
         fail_arg("q_nope: the number of heads (dimension 1) must be in 1..128 (local heads per rank), got {}", s.heads);
     check_tensor(a.q_pe, "q_pe", MLAJIT_BF16, {s.total_q, s.heads, kDimRope});
-    auto kc = check_tensor(a.kv_c, "kv_c", MLAJIT_BF16, {-1, kDimLatent});
-    s.total_k = kc[0];
-    check_tensor(a.k_pe, "k_pe", MLAJIT_BF16, {s.total_k, kDimRope});
+    auto cq = check_tensor(a.cu_seqlens_q, "cu_seqlens_q", MLAJIT_INT32, {-1}, false);
+    auto ck = check_tensor(a.cu_seqlens_k, "cu_seqlens_k", MLAJIT_INT32, {-1}, false);
+    if (cq[0] < 2 || cq[0] != ck[0])
+        fail_arg("cu_seqlens_q and cu_seqlens_k must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
+    s.batch = cq[0] - 1;
+    if (paged) {
+        if (present(a.kv_c) || present(a.k_pe))
+            fail_arg("pass the latent cache either as kv_c + k_pe or as the paged kv_cache + block_table, not both");
+        auto kc = check_tensor(a.kv_cache, "kv_cache", MLAJIT_BF16, {-1, -1, kDimQkMqa});
+        s.paged = true;
+        s.num_blocks = kc[0];
+        s.block_size = kc[1];
+        if (s.num_blocks < 1 || s.block_size < 1)
+            fail_arg("kv_cache: expected [num_blocks >= 1, block_size >= 1, 576], got {}", shape_str(a.kv_cache));
+        if (s.num_blocks > 0x7fffffff || s.block_size > 0x7fffffff)
+            fail_arg("kv_cache: num_blocks and block_size must fit in int32, got {}", shape_str(a.kv_cache));
+        auto bt = check_tensor(a.block_table, "block_table", MLAJIT_INT32, {s.batch, -1}, false);
+        s.max_blocks = bt[1];
+        if (!a.cu_seqlens_k_host) fail_arg("cu_seqlens_k_host is NULL: pass the host copy of cu_seqlens_k");
+        s.total_k = a.cu_seqlens_k_host[s.batch];
+    } else {
+        auto kc = check_tensor(a.kv_c, "kv_c", MLAJIT_BF16, {-1, kDimLatent});
+        s.total_k = kc[0];
+        check_tensor(a.k_pe, "k_pe", MLAJIT_BF16, {s.total_k, kDimRope});
+    }
     check_tensor(a.w_kv_b, "w_kv_b", MLAJIT_BF16, {s.heads * (kDimNope + kDimV), kDimLatent});
     auto idx = check_tensor(a.indices, "indices", MLAJIT_INT32, {s.total_q, -1}, false);
-    s.topk = idx[1];
-    if (s.topk < 64 || s.topk > 4096 || s.topk % 64 != 0)
-        fail_arg("indices: topk (dimension 1) must be a multiple of 64 in 64..4096, got {}: pad rows with -1", s.topk);
+    s.width = idx[1];
+    if (s.width < 1 || s.width > 65536)
+        fail_arg("indices: the width (dimension 1) must be in 1..65536, got {}", s.width);
+    if (a.topk < 0) fail_arg("topk must be the model's top-k (2048 for DeepSeek-V3.2), or 0 for the indices width; got {}", a.topk);
+    s.topk = a.topk > 0 ? a.topk : s.width;
     check_tensor(a.out, "out", MLAJIT_BF16, {s.total_q, s.heads, kDimV});
     s.has_lse = present(a.lse);
     if (s.has_lse) {
         check_tensor(a.lse, "lse", MLAJIT_FP32, {s.total_q, s.heads}, false);
         if (a.lse.stride[1] != 1) fail_arg("lse: the head dimension must be contiguous (stride 1), got {}", a.lse.stride[1]);
     }
-    auto cq = check_tensor(a.cu_seqlens_q, "cu_seqlens_q", MLAJIT_INT32, {-1}, false);
-    auto ck = check_tensor(a.cu_seqlens_k, "cu_seqlens_k", MLAJIT_INT32, {-1}, false);
-    if (cq[0] < 2 || cq[0] != ck[0])
-        fail_arg("cu_seqlens_q and cu_seqlens_k must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
-    s.batch = cq[0] - 1;
     check_cu_seqlens(a.cu_seqlens_q_host, s.batch, s.total_q, "cu_seqlens_q");
-    check_cu_seqlens(a.cu_seqlens_k_host, s.batch, s.total_k, "cu_seqlens_k");
+    const int64_t max_k = check_cu_seqlens(a.cu_seqlens_k_host, s.batch, s.total_k, "cu_seqlens_k");
+    if (s.paged && max_k > s.max_blocks * s.block_size)
+        fail_arg("block_table: {} pages of {} tokens per request cover {} key positions, but the longest request has s_k "
+                 "= {}: give block_table at least {} columns", s.max_blocks, s.block_size, s.max_blocks * s.block_size,
+                 max_k, (max_k + s.block_size - 1) / s.block_size);
     for (int64_t r = 0; r < s.batch; ++r) {
         const int64_t sq = a.cu_seqlens_q_host[r + 1] - a.cu_seqlens_q_host[r];
         const int64_t sk = a.cu_seqlens_k_host[r + 1] - a.cu_seqlens_k_host[r];
@@ -89,7 +119,7 @@ MlaShapes check_mla_args(const mlajit_mla_prefill_args& in, bool need_data) {
     // The projections read W_kv_b head by head with a row stride; a row stride must keep 16-byte alignment.
     s.q_packed = in.q_nope.data && static_cast<const char*>(in.q_pe.data) == static_cast<const char*>(in.q_nope.data) + 2 * kDimNope &&
                  same_strides(in.q_nope, in.q_pe, 3) && in.q_nope.stride[1] >= kDimQkMha;
-    s.kv_packed = in.kv_c.data && static_cast<const char*>(in.k_pe.data) == static_cast<const char*>(in.kv_c.data) + 2 * kDimLatent &&
+    s.kv_packed = !s.paged && in.kv_c.data && static_cast<const char*>(in.k_pe.data) == static_cast<const char*>(in.kv_c.data) + 2 * kDimLatent &&
                   same_strides(in.kv_c, in.k_pe, 2) && in.kv_c.stride[0] >= kDimQkMqa;
     return s;
 }
@@ -109,6 +139,7 @@ MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
         if (!s.kv_packed) l.kv_pack = take(tk * kDimQkMqa * 2);
     } else {
         l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
+        if (s.paged) l.kv_gather = take(tk * kDimQkMqa * 2);
         if (!s.q_packed) l.q_pack = take(tq * h * kDimQkMha * 2);
         if (st.path == Path::masked_mha) l.mask = take(tq * size_t(topk_mask_words(st.max_s_k)) * 4);
     }

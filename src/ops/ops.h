@@ -32,4 +32,16 @@ void topk_mask_build(Handle& h, const mlajit_topk_mask_args& a, CUstream stream)
 
 int64_t topk_mask_words(int64_t max_seqlen_k);
 
+// Gathers the latent rows of requests [r0, r1) out of a paged cache (checked by the caller: kv_cache
+// [num_blocks, block_size, 576] bf16, block_table int32 [batch, max_blocks]) into dst rows of dst_stride
+// elements, request r's key position p at row cu_k[r] - cu_k[r0] + p.
+struct PagedGather {
+    mlajit_tensor kv_cache, block_table;
+    const int32_t* cu_seqlens_k = nullptr;  // device, the whole batch's
+    int64_t r0 = 0, r1 = 0, max_s_k = 0;
+    void* dst = nullptr;
+    int64_t dst_stride = 0;
+};
+void paged_gather(Handle& h, const PagedGather& g, CUstream stream);
+
 }  // namespace mlajit

@@ -39,6 +39,7 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
     };
     for (const Arch& arch : archs) {
         add(topk_mask_spec(arch));
+        add(paged_gather_spec(arch));
         const MhaTile mt = mha_tile_for(arch);
         add(mha_spec(arch, mt, false));
         add(mha_spec(arch, mt, true));

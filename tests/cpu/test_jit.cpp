@@ -169,6 +169,6 @@ TEST_CASE("jit: without a driver, launching says so clearly instead of crashing"
     CHECK(h == nullptr);
     CHECK(std::string(mlajit_last_error()).find("no CUDA driver") != std::string::npos);
     // An op on a null handle is an argument error, not a crash.
-    mlajit_mha_args a{};
+    mlajit_mha_args a = MLAJIT_ARGS_INIT(mlajit_mha_args);
     CHECK(mlajit_mha_prefill(nullptr, &a, nullptr) == MLAJIT_ERROR_INVALID_ARGUMENT);
 }

@@ -26,7 +26,7 @@ const int32_t kCuQ[] = {0, 100, 300, 300, 1300};
 const int32_t kCuK[] = {0, 150, 800, 900, 9900};
 
 mlajit_mla_prefill_args good_args() {
-    mlajit_mla_prefill_args a{};
+    mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
     a.q_nope = t(fake(1), MLAJIT_BF16, {1300, kHeads, 128});
     a.q_pe = t(fake(2), MLAJIT_BF16, {1300, kHeads, 64});
     a.kv_c = t(fake(3), MLAJIT_BF16, {9900, 512});
@@ -91,7 +91,12 @@ TEST_CASE("mla_prefill: argument checks name the argument") {
         {"q_pe heads", [](mlajit_mla_prefill_args& a) { a.q_pe.shape[1] = 8; }, "q_pe"},
         {"k_pe rows", [](mlajit_mla_prefill_args& a) { a.k_pe.shape[0] = 100; }, "k_pe"},
         {"kv_c dtype", [](mlajit_mla_prefill_args& a) { a.kv_c.dtype = MLAJIT_FP32; }, "kv_c"},
-        {"topk", [](mlajit_mla_prefill_args& a) { a.indices.shape[1] = 100; a.indices.stride[0] = 100; }, "topk"},
+        {"index width", [](mlajit_mla_prefill_args& a) { a.indices.shape[1] = 0; a.indices.stride[0] = 1; }, "width"},
+        {"negative topk", [](mlajit_mla_prefill_args& a) { a.topk = -5; }, "topk"},
+        {"both latent forms", [](mlajit_mla_prefill_args& a) {
+             a.kv_cache = t(fake(11), MLAJIT_BF16, {200, 64, 576});
+             a.block_table = t(fake(12), MLAJIT_INT32, {4, 200});
+         }, "not both"},
         {"out shape", [](mlajit_mla_prefill_args& a) { a.out.shape[2] = 512; }, "out"},
         {"heads", [](mlajit_mla_prefill_args& a) {
              for (auto* x : {&a.q_nope, &a.q_pe, &a.out}) x->shape[1] = 200;
@@ -231,4 +236,84 @@ TEST_CASE("mla_prefill: paths follow the rules and the forced path") {
     const int32_t short_k[] = {0, 150, 800, 900, 2000};
     auto dense = plan_mla_paths("", s, kCuQ, short_k, MLAJIT_PATH_DENSE_MHA);
     CHECK(dense[3] == Path::dense_mha);
+}
+
+TEST_CASE("mla_prefill: topk is the model's, not the index width; any width is accepted") {
+    // An engine whose model has top-k 200 pads its index rows to 256 with -1: the dense shortcut must use
+    // 200, so a request with 250 keys (> 200, < 256) is never planned dense.
+    const int32_t cu_q[] = {0, 250, 251};
+    const int32_t cu_k[] = {0, 250, 450};
+    auto a = good_args();
+    a.q_nope.shape[0] = a.q_pe.shape[0] = a.out.shape[0] = 251;
+    a.kv_c.shape[0] = a.k_pe.shape[0] = 450;
+    a.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {3});
+    a.cu_seqlens_k = t(fake(8), MLAJIT_INT32, {3});
+    a.cu_seqlens_q_host = cu_q;
+    a.cu_seqlens_k_host = cu_k;
+    for (int64_t width : {1, 7, 200, 256, 2053}) {
+        INFO("width " << width);
+        a.indices = t(fake(6), MLAJIT_INT32, {251, width});
+        a.topk = 0;
+        MlaShapes s = check_mla_args(a, true);
+        CHECK(s.width == width);
+        CHECK(s.topk == width);  // 0 = the width
+        a.topk = 200;
+        s = check_mla_args(a, true);
+        CHECK(s.width == width);
+        CHECK(s.topk == 200);
+        const auto paths = plan_mla_paths("NVIDIA H200", s, cu_q, cu_k, -1);
+        CHECK(paths[0] != Path::dense_mha);  // s_k 250 > topk 200, whatever the width
+        CHECK(paths[1] == Path::dense_mha);  // s_k 200 <= topk 200: exact
+        auto m = invalid([&] { plan_mla_paths("NVIDIA H200", s, cu_q, cu_k, MLAJIT_PATH_DENSE_MHA); });
+        CHECK(has(m, "exceeds topk 200"));
+    }
+    a.indices = t(fake(6), MLAJIT_INT32, {251, 256});
+    a.topk = 256;  // every prefix fits: dense is exact and planned
+    const MlaShapes s = check_mla_args(a, true);
+    const int32_t cu_k_short[] = {0, 250, 500};
+    a.cu_seqlens_k_host = cu_k_short;
+    a.kv_c.shape[0] = a.k_pe.shape[0] = 500;
+    CHECK(plan_mla_paths("NVIDIA H200", check_mla_args(a, true), cu_q, cu_k_short, -1)[0] == Path::dense_mha);
+    (void)s;
+}
+
+TEST_CASE("mla_prefill: the paged latent cache (kv_cache + block_table) is checked and scheduled") {
+    auto a = good_args();
+    a.kv_c = mlajit_tensor{};
+    a.k_pe = mlajit_tensor{};
+    // 9900 keys in the longest request: 9000 positions need ceil(9000 / 64) = 141 pages.
+    a.kv_cache = t(fake(30), MLAJIT_BF16, {600, 64, 576});
+    a.block_table = t(fake(31), MLAJIT_INT32, {4, 141});
+    MlaShapes s = check_mla_args(a, true);
+    CHECK(s.paged);
+    CHECK_FALSE(s.kv_packed);
+    CHECK(s.total_k == 9900);
+    CHECK(s.block_size == 64);
+    CHECK(s.num_blocks == 600);
+    CHECK(s.max_blocks == 141);
+    // Every step that reads latent rows gets a gathered buffer of its keys.
+    const std::vector<Path> paths = {Path::dense_mha, Path::masked_mha, Path::masked_mha, Path::sparse_mqa};
+    const MlaSchedule sch = schedule_mla(s, kCuQ, kCuK, paths);
+    for (const MlaStep& st : sch.steps) {
+        const MlaStepLayout l = step_layout(s, st);
+        if (st.path == Path::sparse_mqa) CHECK(l.kv_pack > 0);
+        else CHECK(l.kv_gather > 0);
+        CHECK(l.end <= sch.workspace_bytes);
+    }
+    // Too few pages per request for the longest one: named, with the columns it needs.
+    a.block_table = t(fake(31), MLAJIT_INT32, {4, 140});
+    auto m = invalid([&] { check_mla_args(a, true); });
+    CHECK(has(m, "block_table"));
+    CHECK(has(m, "141"));
+    // One block-table row per request.
+    a.block_table = t(fake(31), MLAJIT_INT32, {3, 141});
+    CHECK(has(invalid([&] { check_mla_args(a, true); }), "block_table"));
+    // Pages must be [num_blocks, block_size, 576] bf16.
+    a.block_table = t(fake(31), MLAJIT_INT32, {4, 141});
+    a.kv_cache = t(fake(30), MLAJIT_BF16, {600, 64, 656});
+    CHECK(has(invalid([&] { check_mla_args(a, true); }), "kv_cache"));
+    // The size query takes NULL pointers in the paged form too.
+    a.kv_cache = t(nullptr, MLAJIT_BF16, {600, 64, 576});
+    a.block_table = t(nullptr, MLAJIT_INT32, {4, 141});
+    CHECK(check_mla_args(a, false).paged);
 }

@@ -25,7 +25,7 @@ const int32_t kCuQ[] = {0, 100, 300};
 const int32_t kCuK[] = {0, 150, 800};
 
 mlajit_mha_args good_mha() {
-    mlajit_mha_args a{};
+    mlajit_mha_args a = MLAJIT_ARGS_INIT(mlajit_mha_args);
     a.q = t(fake(1), MLAJIT_BF16, {300, 16, 192});
     a.k_nope = t(fake(2), MLAJIT_BF16, {800, 16, 128});
     a.k_pe = t(fake(3), MLAJIT_BF16, {800, 64});
@@ -41,7 +41,7 @@ mlajit_mha_args good_mha() {
 }
 
 mlajit_sparse_mqa_args good_mqa() {
-    mlajit_sparse_mqa_args a{};
+    mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     a.q = t(fake(1), MLAJIT_BF16, {300, 16, 576});
     a.kv = t(fake(2), MLAJIT_BF16, {800, 576});
     a.indices = t(fake(3), MLAJIT_INT32, {300, 2048});
@@ -176,7 +176,7 @@ TEST_CASE("validation: sparse MQA") {
 }
 
 TEST_CASE("validation: top-k mask") {
-    mlajit_topk_mask_args a{};
+    mlajit_topk_mask_args a = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
     a.indices = t(fake(1), MLAJIT_INT32, {300, 2048});
     a.cu_seqlens_q = t(fake(2), MLAJIT_INT32, {3});
     a.cu_seqlens_k = t(fake(3), MLAJIT_INT32, {3});

@@ -60,7 +60,7 @@ PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s
     DeviceBuffer<uint16_t> dq(q_abs), dkv(kv), dlat(T * h * 512);
     DeviceBuffer<int32_t> didx(idx), dcq(cu_q), dck(cu_k);
     DeviceBuffer<float> dlse(T * h), dlse2(T * h), dlse3(T * h);
-    mlajit_sparse_mqa_args ma{};
+    mlajit_sparse_mqa_args ma = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     ma.q = tensor(dq.get(), MLAJIT_BF16, {T, h, 576});
     ma.kv = tensor(dkv.get(), MLAJIT_BF16, {s_k, 576});
     ma.indices = tensor(didx.get(), MLAJIT_INT32, {T, topk});
@@ -85,7 +85,7 @@ PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s
     DeviceBuffer<uint16_t> dq2(q), dkn(kn), dkp(k_pe), dv(vv), dout(T * h * 128), dout2(T * h * 128);
     const int64_t words = mlajit_topk_mask_words(s_k);
     DeviceBuffer<uint32_t> dmask(T * words);
-    mlajit_topk_mask_args ka{};
+    mlajit_topk_mask_args ka = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
     ka.indices = ma.indices;
     ka.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {2});
     ka.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {2});
@@ -93,7 +93,7 @@ PathOutputs run_all_paths(Gpu* G, R::Rng& rng, int64_t h, int64_t s_q, int64_t s
     ka.cu_seqlens_k_host = cu_k.data();
     ka.mask = tensor(dmask.get(), MLAJIT_UINT32, {T, words});
     MLAJIT_CHECK_OK(mlajit_topk_mask_build(G->handle, &ka, G->stream));
-    mlajit_mha_args a{};
+    mlajit_mha_args a = MLAJIT_ARGS_INIT(mlajit_mha_args);
     a.q = tensor(dq2.get(), MLAJIT_BF16, {T, h, 192});
     a.k_nope = tensor(dkn.get(), MLAJIT_BF16, {s_k, h, 128});
     a.k_pe = tensor(dkp.get(), MLAJIT_BF16, {s_k, 64});

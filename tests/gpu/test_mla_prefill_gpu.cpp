@@ -22,9 +22,61 @@ struct Req {
 struct MlaCase {
     int64_t heads;
     std::vector<Req> reqs;
-    int64_t topk;
-    bool packed;  // q_nope/q_pe views of one [T, h, 192]; kv_c/k_pe views of one [T_k, 576]
+    int64_t topk;  // the model's top-k (passed as args.topk)
+    bool packed;   // q_nope/q_pe views of one [T, h, 192]; kv_c/k_pe views of one [T_k, 576]
+    // Engine-shaped extras: index rows padded with -1 to this width (0 = topk), some keys listed twice in
+    // a row, and the latent cache in pages of this many tokens (0 = contiguous kv_c / k_pe).
+    int64_t width = 0;
+    bool duplicates = false;
+    int64_t block_size = 0;
 };
+
+// The engine's index rows: the indexer's top-k keys, padded with -1 to `width`, and (duplicates) some
+// keys listed twice: a padding slot or a real slot taking a copy of another key of the same row.
+std::vector<int32_t> engine_indices(R::Rng& rng, const std::vector<int32_t>& topk_idx, int64_t T, int64_t topk,
+                                    int64_t width, bool duplicates) {
+    std::vector<int32_t> out(size_t(T * width), -1);
+    for (int64_t t = 0; t < T; ++t) {
+        int32_t* row = out.data() + t * width;
+        std::copy(topk_idx.begin() + t * topk, topk_idx.begin() + (t + 1) * topk, row);
+        if (!duplicates || row[0] < 0) continue;
+        for (int k = 0; k < 3; ++k) {
+            const int64_t from = rng.uniform_int(0, topk - 1), to = rng.uniform_int(0, width - 1);
+            if (row[from] >= 0) row[to] = row[from];
+        }
+    }
+    return out;
+}
+
+// The latent rows [T_k, 576] laid into shuffled pages of `bs` tokens (with spare pages of noise between
+// them): returns the pool and fills the block table [B, max_blocks].
+std::vector<uint16_t> page_latents(R::Rng& rng, const std::vector<uint16_t>& rows576, const std::vector<int32_t>& cu_k,
+                                   int64_t bs, std::vector<int32_t>& table, int64_t& max_blocks, int64_t& num_blocks) {
+    const int64_t B = int64_t(cu_k.size()) - 1;
+    max_blocks = 1;
+    int64_t used = 0;
+    for (int64_t r = 0; r < B; ++r) {
+        const int64_t n = (cu_k[size_t(r) + 1] - cu_k[size_t(r)] + bs - 1) / bs;
+        max_blocks = std::max(max_blocks, n);
+        used += n;
+    }
+    num_blocks = used * 2 + 3;
+    std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+    for (int64_t i = 0; i < num_blocks; ++i) perm[size_t(i)] = int32_t(i);
+    for (int64_t i = num_blocks - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.uniform_int(0, i))]);
+    auto pool = rng.normal_bf16(num_blocks * bs * 576, 1.0);  // unused pages hold noise, never read
+    table.assign(size_t(B * max_blocks), -1);
+    int64_t next = 0;
+    for (int64_t r = 0; r < B; ++r) {
+        const int64_t s_k = cu_k[size_t(r) + 1] - cu_k[size_t(r)];
+        for (int64_t p = 0; p < s_k; ++p) {
+            if (p % bs == 0) table[size_t(r * max_blocks + p / bs)] = perm[size_t(next++)];
+            const int64_t page = table[size_t(r * max_blocks + p / bs)];
+            std::copy_n(rows576.begin() + (cu_k[size_t(r)] + p) * 576, 576, pool.begin() + (page * bs + p % bs) * 576);
+        }
+    }
+    return pool;
+}
 
 void expect_ok(const R::CheckReport& r) { CHECK_MESSAGE(r.ok(), r.summary()); }
 
@@ -61,7 +113,8 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     auto kv_main = rng.normal_bf16(Tk * kv_row, 1.0);          // kv_c (or packed kv)
     auto k_pe_sep = rng.normal_bf16(c.packed ? 0 : Tk * 64, 1.0);
     auto w = rng.normal_bf16(h * 256 * 512, 1.0 / std::sqrt(512.0));
-    auto idx = R::causal_topk_indices(rng, cu_q, cu_k, topk);
+    const int64_t width = c.width > 0 ? c.width : topk;
+    auto idx = engine_indices(rng, R::causal_topk_indices(rng, cu_q, cu_k, topk), T, topk, width, c.duplicates);
     const double scale = 1.0 / std::sqrt(192.0);
 
     R::View vq_nope(q_main.data(), h * q_row, q_row);
@@ -76,7 +129,7 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     da.k_pe = vk_pe;
     da.w_kv_b = R::View(w.data(), 512, 0);
     da.indices = idx.data();
-    da.topk = topk;
+    da.topk = width;
     da.heads = h;
     da.cu_seqlens_q = cu_q;
     da.cu_seqlens_k = cu_k;
@@ -87,7 +140,21 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     DeviceBuffer<uint16_t> dq(q_main), dqpe(q_pe_sep), dkv(kv_main), dkpe(k_pe_sep), dw(w), dout(T * h * 128);
     DeviceBuffer<int32_t> didx(idx), dcq(cu_q), dck(cu_k);
     DeviceBuffer<float> dlse(T * h);
-    mlajit_mla_prefill_args a{};
+    // The paged form holds the same latent rows, [kv_c ; k_pe] per token, in shuffled pages.
+    std::vector<int32_t> table;
+    std::vector<uint16_t> pool;
+    int64_t max_blocks = 0, num_blocks = 0;
+    if (c.block_size > 0) {
+        std::vector<uint16_t> rows576(size_t(Tk * 576));
+        for (int64_t k = 0; k < Tk; ++k)
+            for (int64_t d = 0; d < 576; ++d)
+                rows576[size_t(k * 576 + d)] = d < 512 ? kv_main[size_t(k * kv_row + d)]
+                                                       : (c.packed ? kv_main[size_t(k * kv_row + d)] : k_pe_sep[size_t(k * 64 + d - 512)]);
+        pool = page_latents(rng, rows576, cu_k, c.block_size, table, max_blocks, num_blocks);
+    }
+    DeviceBuffer<uint16_t> dpool(pool);
+    DeviceBuffer<int32_t> dtable(table);
+    mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
     if (c.packed) {
         a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
         a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
@@ -99,8 +166,14 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
         a.kv_c = tensor(dkv.get(), MLAJIT_BF16, {Tk, 512});
         a.k_pe = tensor(dkpe.get(), MLAJIT_BF16, {Tk, 64});
     }
+    if (c.block_size > 0) {
+        a.kv_c = a.k_pe = mlajit_tensor{};
+        a.kv_cache = tensor(dpool.get(), MLAJIT_BF16, {num_blocks, c.block_size, 576});
+        a.block_table = tensor(dtable.get(), MLAJIT_INT32, {B, max_blocks});
+    }
     a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {h * 256, 512});
-    a.indices = tensor(didx.get(), MLAJIT_INT32, {T, topk});
+    a.indices = tensor(didx.get(), MLAJIT_INT32, {T, width});
+    a.topk = int32_t(topk);
     a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
     a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
     a.cu_seqlens_q_host = cu_q.data();
@@ -112,8 +185,9 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     std::vector<int> forces = {-1, MLAJIT_PATH_MASKED_MHA, MLAJIT_PATH_SPARSE_MQA};
     if (all_short) forces.push_back(MLAJIT_PATH_DENSE_MHA);
     for (int force : forces) {
-        INFO("heads " << h << " batch " << B << " topk " << topk << std::string(c.packed ? " packed" : " split")
-                      << " force_path " << force);
+        INFO("heads " << h << " batch " << B << " topk " << topk << " width " << width
+                      << std::string(c.packed ? " packed" : " split") << " block_size " << c.block_size
+                      << (c.duplicates ? " duplicates" : "") << " force_path " << force);
         a.force_path = force;
         size_t bytes = 0;
         MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
@@ -174,4 +248,16 @@ TEST_CASE("gpu: mla_prefill gives the DSA result on every path") {
     run_mla_case(G, {20, {{1, 1}, {900, 1800}, {33, 2000}}, 2048, false});
     // DeepSeek topk over longer requests, 64 heads.
     run_mla_case(G, {64, {{1500, 4000}, {2500, 2500}}, 2048, false});
+}
+
+TEST_CASE("gpu: mla_prefill takes the engine's inputs: model top-k below the padded width, duplicates, paged cache") {
+    MLAJIT_REQUIRE_GPU();
+    // Top-k 200 padded to 256 (vLLM's test width): requests with 200 < s_k <= 256 must not go dense.
+    run_mla_case(G, {16, {{250, 250}, {100, 230}, {64, 1000}}, 200, true, 256, false, 0});
+    // Odd widths, keys listed twice.
+    run_mla_case(G, {16, {{300, 300}, {77, 900}}, 192, false, 199, true, 0});
+    // Paged latent cache: block sizes 64, 16 and 1, partial last pages, shuffled pages, cached context.
+    run_mla_case(G, {16, {{300, 300}, {200, 2600}, {0, 50}, {700, 3000}}, 256, true, 0, false, 64});
+    run_mla_case(G, {20, {{1, 1}, {129, 700}, {33, 2000}}, 256, false, 300, true, 16});
+    run_mla_case(G, {16, {{40, 100}, {7, 77}}, 64, true, 0, false, 1});
 }

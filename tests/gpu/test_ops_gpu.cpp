@@ -85,7 +85,7 @@ void run_mha_case(Gpu* G, const MhaCase& c) {
     DeviceBuffer<float> dlse(tq * h);
     DeviceBuffer<int32_t> dcq(b.cu_q), dck(b.cu_k);
 
-    mlajit_mha_args a{};
+    mlajit_mha_args a = MLAJIT_ARGS_INIT(mlajit_mha_args);
     a.q = tensor(dq.get(), MLAJIT_BF16, {tq, h, 192});
     if (c.split_k) {
         a.k_nope = tensor(dkn.get(), MLAJIT_BF16, {tk, h, 128});
@@ -112,7 +112,7 @@ void run_mha_case(Gpu* G, const MhaCase& c) {
         for (int64_t t = 3; t < tq; t += 11) idx[t * c.topk + 1] = -5;
         for (int64_t j = 0; j < c.topk; ++j) idx[j] = -1;
         DeviceBuffer<int32_t> didx(idx);
-        mlajit_topk_mask_args m{};
+        mlajit_topk_mask_args m = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
         m.indices = tensor(didx.get(), MLAJIT_INT32, {tq, c.topk});
         m.cu_seqlens_q = a.cu_seqlens_q;
         m.cu_seqlens_k = a.cu_seqlens_k;
@@ -194,7 +194,7 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     DeviceBuffer<uint16_t> dq(q), dkv(kv), dout(sq * h * 512);
     DeviceBuffer<int32_t> didx(idx), dcq(b.cu_q), dck(b.cu_k);
     DeviceBuffer<float> dlse(sq * h), dml(sq * h);
-    mlajit_sparse_mqa_args a{};
+    mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     a.q = tensor(dq.get(), MLAJIT_BF16, {sq, h, 576});
     a.kv = tensor(dkv.get(), MLAJIT_BF16, {skv, 576});
     a.indices = tensor(didx.get(), MLAJIT_INT32, {sq, topk});

@@ -261,6 +261,13 @@ double View::at(int64_t tok, int64_t head, int64_t d) const {
 
 // ---- attention -------------------------------------------------------------------------------------------
 
+// A top-k selection is a set: a key listed twice in a row is attended once (the order of keys does not
+// change the softmax).
+static void unique_keys(std::vector<int64_t>& keys) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+}
+
 AttnResult sparse_mqa(const SparseMqaArgs& a) {
     constexpr std::string_view fn = "sparse_mqa";
     need(fn, a.q.data && a.kv.data, "q and kv must be non-null");
@@ -290,11 +297,22 @@ AttnResult sparse_mqa(const SparseMqaArgs& a) {
             base = a.cu_seqlens_kv[size_t(r)];
             limit = a.cu_seqlens_kv[size_t(r) + 1] - base;
         }
+        int64_t causal_limit = limit;  // causal: local query i attends keys <= s_kv - s_q + i (bottom-right)
+        if (a.causal) {
+            int64_t q0 = 0, s_q = a.s_q;
+            if (batched) {
+                const int64_t r = request_of(a.cu_seqlens_q, t);
+                q0 = a.cu_seqlens_q[size_t(r)];
+                s_q = a.cu_seqlens_q[size_t(r) + 1] - q0;
+            }
+            causal_limit = std::min(limit, limit - s_q + (t - q0) + 1);
+        }
         std::vector<int64_t> keys;
         for (int64_t k = 0; k < a.topk; ++k) {
             const int64_t idx = a.indices[t * idx_stride + k];
-            if (idx >= 0 && idx < limit) keys.push_back(base + idx);
+            if (idx >= 0 && idx < causal_limit) keys.push_back(base + idx);
         }
+        unique_keys(keys);
         const std::vector<double> kmat = gather_kv(lat, lat.shifted(a.d_v), a.d_v, a.d_qk - a.d_v, keys);
         std::vector<double> q(size_t(a.heads * a.d_qk));
         for (int64_t h = 0; h < a.heads; ++h) a.q.load(t, h, a.d_qk, q.data() + h * a.d_qk);
@@ -436,11 +454,15 @@ AttnResult dsa_prefill_reference(const DsaArgs& a) {
         const int64_t r = request_of(a.cu_seqlens_q, t);
         const int64_t base = a.cu_seqlens_k[size_t(r)];
         const int64_t s_k = a.cu_seqlens_k[size_t(r) + 1] - base;
+        // DSA: the query's own causal prefix (bottom-right aligned), each selected key once.
+        const int64_t q0 = a.cu_seqlens_q[size_t(r)], s_q = a.cu_seqlens_q[size_t(r) + 1] - q0;
+        const int64_t limit = s_k - s_q + (t - q0) + 1;
         std::vector<int64_t> keys;
         for (int64_t k = 0; k < a.topk; ++k) {
             const int64_t idx = a.indices[t * idx_stride + k];
-            if (idx >= 0 && idx < s_k) keys.push_back(base + idx);
+            if (idx >= 0 && idx < limit) keys.push_back(base + idx);
         }
+        unique_keys(keys);
         const std::vector<double> kmat = gather_kv(a.kv_c, a.k_pe, kDimLatent, kDimPe, keys);
         std::vector<double> q(size_t(a.heads * d_qk)), lat(size_t(a.heads * kDimLatent));
         absorb_row(a.q_nope, a.q_pe, wd, t, a.heads, q.data());

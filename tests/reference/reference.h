@@ -79,9 +79,12 @@ struct SparseMqaArgs {
     std::span<const int32_t> cu_seqlens_q{}, cu_seqlens_kv{};
     std::span<const int64_t> rows{};
     int64_t d_qk = 576, d_v = 512;
+    // DSA's causal index semantics (mlajit_sparse_mqa_args.causal): local query i of a request (s_q
+    // queries, s_kv keys) also skips indices > s_kv - s_q + i.
+    bool causal = false;
 };
-// Invalid indices are skipped, duplicates count twice. Row with no valid index: out 0, lse and
-// max_logits -inf. max_logits = max over valid keys of sm_scale * q.k.
+// Invalid indices are skipped; a key listed more than once in a row is attended once. Row with no valid
+// index: out 0, lse and max_logits -inf. max_logits = max over valid keys of sm_scale * q.k.
 AttnResult sparse_mqa(const SparseMqaArgs& a);
 
 struct MhaArgs {
@@ -139,7 +142,8 @@ struct DsaArgs {
     double sm_scale = 0.0;
     std::span<const int64_t> rows{};
 };
-// The whole DSA prefill output [rows.size(), heads, 128] with lse, through the MQA formulation.
+// The whole DSA prefill output [rows.size(), heads, 128] with lse, through the MQA formulation. DSA
+// semantics: a query attends the indexed keys of its own causal prefix (bottom-right aligned), each once.
 AttnResult dsa_prefill_reference(const DsaArgs& a);
 
 // ---- test inputs -----------------------------------------------------------------------------------------

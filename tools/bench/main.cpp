@@ -96,7 +96,7 @@ private:
         std::vector<mlajit_sparse_mqa_args> args(n);
         for (int i = 0; i < n; ++i) {
             auto& a = args[i];
-            a = {};
+            a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
             a.q = contiguous_tensor(dq[i]->get(), MLAJIT_BF16, {c.s_q, c.heads, 576});
             a.kv = contiguous_tensor(dkv[i]->get(), MLAJIT_BF16, {c.s_k, 576});
             a.indices = contiguous_tensor(didx[i]->get(), MLAJIT_INT32, {c.s_q, c.topk});
@@ -161,7 +161,7 @@ private:
         std::vector<mlajit_topk_mask_args> margs(n);
         for (int i = 0; i < n; ++i) {
             auto& m = margs[i];
-            m = {};
+            m = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
             m.indices = contiguous_tensor(didx[i]->get(), MLAJIT_INT32, {c.s_q, c.topk});
             m.cu_seqlens_q = contiguous_tensor(dcq.get(), MLAJIT_INT32, {2});
             m.cu_seqlens_k = contiguous_tensor(dck.get(), MLAJIT_INT32, {2});
@@ -169,7 +169,7 @@ private:
             m.cu_seqlens_k_host = cu_k.data();
             m.mask = contiguous_tensor(dmask[i]->get(), MLAJIT_UINT32, {c.s_q, words});
             auto& a = args[i];
-            a = {};
+            a = MLAJIT_ARGS_INIT(mlajit_mha_args);
             a.q = contiguous_tensor(dq[i]->get(), MLAJIT_BF16, {c.s_q, c.heads, 192});
             a.k_nope = contiguous_tensor(dkn[i]->get(), MLAJIT_BF16, {c.s_k, c.heads, 128});
             a.k_pe = contiguous_tensor(dkp[i]->get(), MLAJIT_BF16, {c.s_k, 64});

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
         if (single) {  // sparse MQA over the latent rows
             auto q = rng.normal_bf16(s_q * heads * 576, 1.0), kv = rng.normal_bf16(s_k * 576, 1.0);
             Dev dq(q), dkv(kv), dout(s_q * heads * 512 * 2), dlse(s_q * heads * 4), dml(s_q * heads * 4);
-            mlajit_sparse_mqa_args a{};
+            mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
             a.q = tensor(dq.get(), MLAJIT_BF16, {s_q, heads, 576});
             a.kv = tensor(dkv.get(), MLAJIT_BF16, {s_k, 576});
             a.indices = tensor(didx.get(), MLAJIT_INT32, {s_q, topk});
@@ -121,14 +121,14 @@ int main(int argc, char** argv) {
                  kp = rng.normal_bf16(s_k * 64, 1.0), v = rng.normal_bf16(s_k * heads * 128, 1.0);
             const int64_t words = mlajit_topk_mask_words(s_k);
             Dev dq(q), dkn(kn), dkp(kp), dv(v), dout(s_q * heads * 128 * 2), dlse(s_q * heads * 4), dmask(s_q * words * 4);
-            mlajit_topk_mask_args m{};
+            mlajit_topk_mask_args m = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
             m.indices = tensor(didx.get(), MLAJIT_INT32, {s_q, topk});
             m.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {2});
             m.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {2});
             m.cu_seqlens_q_host = cu_q.data();
             m.cu_seqlens_k_host = cu_k.data();
             m.mask = tensor(dmask.get(), MLAJIT_UINT32, {s_q, words});
-            mlajit_mha_args a{};
+            mlajit_mha_args a = MLAJIT_ARGS_INIT(mlajit_mha_args);
             a.q = tensor(dq.get(), MLAJIT_BF16, {s_q, heads, 192});
             a.k_nope = tensor(dkn.get(), MLAJIT_BF16, {s_k, heads, 128});
             a.k_pe = tensor(dkp.get(), MLAJIT_BF16, {s_k, 64});
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
             auto q = rng.normal_bf16(s_q * heads * 192, 1.0), kv = rng.normal_bf16(s_k * 576, 1.0),
                  w = rng.normal_bf16(heads * 256 * 512, 1.0 / std::sqrt(512.0));
             Dev dq(q), dkv(kv), dw(w), dout(s_q * heads * 128 * 2), dlse(s_q * heads * 4);
-            mlajit_mla_prefill_args a{};
+            mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
             a.q_nope = mlajit::strided_tensor(dq.get(), MLAJIT_BF16, {s_q, heads, 128}, {heads * 192, 192, 1});
             a.q_pe = mlajit::strided_tensor(static_cast<char*>(dq.get()) + 256, MLAJIT_BF16, {s_q, heads, 64}, {heads * 192, 192, 1});
             a.kv_c = mlajit::strided_tensor(dkv.get(), MLAJIT_BF16, {s_k, 512}, {576, 1});

@@ -111,7 +111,7 @@ double PathTimer::time_path(int heads, long s_q, long s_k, mlajit_path path, int
     prepare_indices(s_q, s_k);
     const int32_t cu_q[2] = {0, int32_t(s_q)}, cu_k[2] = {0, int32_t(s_k)};
     const int64_t h = heads;
-    mlajit_mla_prefill_args a{};
+    mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
     a.q_nope = strided_tensor(b_->q.get(), MLAJIT_BF16, {s_q, h, 128}, {h * 192, 192, 1});
     a.q_pe = strided_tensor(at(b_->q.get(), 256), MLAJIT_BF16, {s_q, h, 64}, {h * 192, 192, 1});
     a.kv_c = strided_tensor(b_->kv.get(), MLAJIT_BF16, {s_k, 512}, {576, 1});

@@ -37,18 +37,30 @@ class Tensor(ctypes.Structure):
 _I32P = ctypes.POINTER(ctypes.c_int32)
 
 
-class SparseMqaArgs(ctypes.Structure):
+class _Args(ctypes.Structure):
+    """An args struct of the C API: struct_size (first field) is set to this struct's size on creation."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class SparseMqaArgs(_Args):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("q", Tensor), ("kv", Tensor), ("indices", Tensor),
         ("out", Tensor), ("lse", Tensor), ("max_logits", Tensor),
         ("cu_seqlens_q", Tensor), ("cu_seqlens_kv", Tensor),
         ("cu_seqlens_q_host", _I32P), ("cu_seqlens_kv_host", _I32P),
         ("sm_scale", ctypes.c_float),
+        ("block_table", Tensor),
+        ("causal", ctypes.c_int32),
     ]
 
 
-class MhaArgs(ctypes.Structure):
+class MhaArgs(_Args):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("q", Tensor), ("k", Tensor), ("k_nope", Tensor), ("k_pe", Tensor), ("v", Tensor),
         ("out", Tensor), ("lse", Tensor),
         ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
@@ -58,8 +70,9 @@ class MhaArgs(ctypes.Structure):
     ]
 
 
-class TopkMaskArgs(ctypes.Structure):
+class TopkMaskArgs(_Args):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("indices", Tensor),
         ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
         ("cu_seqlens_q_host", _I32P), ("cu_seqlens_k_host", _I32P),
@@ -67,8 +80,9 @@ class TopkMaskArgs(ctypes.Structure):
     ]
 
 
-class MlaPrefillArgs(ctypes.Structure):
+class MlaPrefillArgs(_Args):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("q_nope", Tensor), ("q_pe", Tensor), ("kv_c", Tensor), ("k_pe", Tensor), ("w_kv_b", Tensor),
         ("indices", Tensor),
         ("cu_seqlens_q", Tensor), ("cu_seqlens_k", Tensor),
@@ -79,6 +93,8 @@ class MlaPrefillArgs(ctypes.Structure):
         ("workspace_bytes", ctypes.c_size_t),
         ("force_path", ctypes.c_int),
         ("paths_out", ctypes.POINTER(ctypes.c_int)),
+        ("topk", ctypes.c_int32),
+        ("kv_cache", Tensor), ("block_table", Tensor),
     ]
 
 

@@ -205,7 +205,7 @@ def sparse_mqa_prefill(q, kv, indices, sm_scale, *, cu_seqlens_q=None, cu_seqlen
         q: bf16 [s_q, h, 576] (h in 1..128), the absorbed queries [q_nope . W_UK ; q_pe].
         kv: bf16 [s_kv, 576] (also [s_kv, 1, 576]), the latent cache [kv_c ; k_pe]; kv[:, :512] is V.
         indices: int32 [s_q, topk] (also [s_q, 1, topk]), key positions per query; -1 or out of range is
-            skipped; topk a multiple of 64 in 64..4096. With cu_seqlens they are local to each request.
+            skipped; any width from 1 up. With cu_seqlens they are local to each request.
         sm_scale: softmax scale of the logits q . k.
         cu_seqlens_q, cu_seqlens_kv: optional batched form, [batch + 1] int32 tensors or lists of ints
             (both or neither). A CUDA tensor is copied to the host (a synchronization); a list is not.
@@ -401,14 +401,15 @@ def _force_path_id(force_path):
 
 
 def mla_prefill(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seqlens_k, sm_scale, *, out=None,
-                lse=None, force_path=None, workspace=None, return_paths=False):
+                lse=None, force_path=None, workspace=None, return_paths=False, topk=0):
     """One-call DSA (MLA with sparse attention) prefill: plans each request, runs it on its path.
 
     Args:
         q_nope: bf16 [T_q, h, 128]; q_pe: bf16 [T_q, h, 64] (views of one [T_q, h, 192] tensor cost nothing).
         kv_c: bf16 [T_k, 512]; k_pe: bf16 [T_k, 64] (views of one [T_k, 576] latent cache cost nothing).
         w_kv_b: bf16 [h * 256, 512], DeepSeek's kv_b_proj.weight (per head 128 rows W_UK, then 128 W_UV).
-        indices: int32 [T_q, topk], request-local key positions, -1 = none.
+        indices: int32 [T_q, width], request-local key positions, -1 = none; any width (rows padded with -1);
+            a key listed twice in a row is attended once.
         cu_seqlens_q, cu_seqlens_k: [batch + 1] int32 tensors or lists of ints.
         sm_scale: softmax scale.
         out: optional bf16 [T_q, h, 128]; lse: optional fp32 [T_q, h] (filled when given).
@@ -417,6 +418,8 @@ def mla_prefill(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seql
         workspace: optional torch.uint8 CUDA tensor; by default one is cached per device and stream and
             grown as needed.
         return_paths: also return the path name each request took.
+        topk: the MODEL's top-k (2048 for DeepSeek-V3.2); 0 = the indices width. Dense MHA is used only for
+            requests with s_k <= topk (exact there).
 
     Returns:
         out, or (out, paths) with return_paths=True.
@@ -454,6 +457,7 @@ def mla_prefill(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seql
     a.lse = _desc(lse, "lse", (torch.float32,), device, 2)
     a.sm_scale = float(sm_scale)
     a.force_path = _force_path_id(force_path)
+    a.topk = int(topk)
     batch = max(len(host_q) - 1, 0)
     paths = (ctypes.c_int * max(batch, 1))()
     a.paths_out = ctypes.cast(paths, ctypes.POINTER(ctypes.c_int))
