@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <functional>
 #include <limits>
 #include <map>
@@ -33,12 +35,18 @@ namespace {
 
 template <typename T>
 T new_args() {
-    T a{};
-#ifdef MLAJIT_ARGS_INIT
-    a.struct_size = sizeof(T);
-#endif
+    T a = MLAJIT_ARGS_INIT(T);
     return a;
 }
+
+// The C entry points read struct_size bytes from the caller's struct: one that claims more than sizeof(T)
+// must really have that many bytes, so the struct goes into a larger buffer whose tail is zero, or (to
+// test the refusal of unknown fields) not.
+template <typename T>
+struct PaddedArgs {
+    alignas(T) unsigned char bytes[sizeof(T) + 4096] = {};
+    T* get() { return reinterpret_cast<T*>(bytes); }
+};
 
 // Host cu_seqlens live in fixed buffers longer than any shape the generator gives a cu_seqlens tensor, so
 // the library's reads (it trusts the tensor's length for the host copy, as documented) stay in bounds
@@ -150,6 +158,20 @@ private:
     std::vector<int32_t> host_q_, host_k_;
 };
 
+// Calls a C entry point with args whose struct_size may be anything (0, short, sizeof, longer with a zero or
+// non-zero tail) and a NULL handle: refused either way, before anything could launch.
+template <typename T, typename Call>
+mlajit_status call_c(Gen& g, const T& a, bool mutate_size, Call&& call) {
+    auto padded = std::make_unique<PaddedArgs<T>>();
+    std::memcpy(padded->bytes, &a, sizeof(T));
+    if (mutate_size) {
+        const size_t n = g.pick<size_t>({0, 1, 8, sizeof(T) / 2, sizeof(T) - 8, sizeof(T) + 8, sizeof(T) + 4096});
+        padded->get()->struct_size = n;
+        if (n > sizeof(T) && g.coin(0.5)) padded->bytes[sizeof(T) + size_t(g.range(0, int64_t(n - sizeof(T)) - 1))] = 1;
+    }
+    return call(padded->get());
+}
+
 struct Tally {
     int64_t cases = 0, accepted = 0, refused = 0;
     std::map<std::string, int64_t> failures;  // what went wrong -> count (must stay empty)
@@ -177,7 +199,7 @@ void run_case(Tally& t, uint64_t case_seed, const std::function<void()>& call) {
 }
 
 // Through the C ABI: a status and, unless OK, a message.
-void run_c_case(Tally& t, uint64_t case_seed, const std::function<mlajit_status()>& call) {
+void run_c_case(Tally& t, uint64_t case_seed, const std::function<mlajit_status()>& call, bool no_driver_ok = false) {
     ++t.cases;
     const mlajit_status s = call();
     if (s == MLAJIT_OK) {
@@ -185,7 +207,7 @@ void run_c_case(Tally& t, uint64_t case_seed, const std::function<mlajit_status(
         return;
     }
     ++t.refused;
-    if (s != MLAJIT_ERROR_INVALID_ARGUMENT && s != MLAJIT_ERROR_UNSUPPORTED)
+    if (s != MLAJIT_ERROR_INVALID_ARGUMENT && s != MLAJIT_ERROR_UNSUPPORTED && !(no_driver_ok && s == MLAJIT_ERROR_NO_DRIVER))
         t.fail(std::string("refused with ") + mlajit_status_name(s) + ": " + mlajit_last_error(), case_seed);
     if (std::string(mlajit_last_error()).empty()) t.fail("refused with an empty message", case_seed);
 }
@@ -225,6 +247,7 @@ void sparse_mqa_case(Gen& g, Tally& t, uint64_t cs) {
         a.cu_seqlens_q_host = g.cu(false, batch, sq);
         a.cu_seqlens_kv_host = g.cu(true, batch, skv);
     }
+    bool size_mutated = false;
     const int mutations = int(g.range(0, 4));
     for (int m = 0; m < mutations; ++m) {
         switch (g.range(0, 10)) {
@@ -239,16 +262,19 @@ void sparse_mqa_case(Gen& g, Tally& t, uint64_t cs) {
                 if (batch > 0) g.mutate_cu(g.coin(0.5), batch);
                 break;
             case 8: (g.coin(0.5) ? a.cu_seqlens_q_host : a.cu_seqlens_kv_host) = nullptr; break;
-#ifdef MLAJIT_ARGS_INIT
-            case 9: a.struct_size = g.pick<size_t>({0, 1, 8, sizeof a - 8, sizeof a + 8, 4096}); break;
-#endif
+            case 9: size_mutated = true; break;
             default: a.q.shape[1] = g.pick<int64_t>({0, 129, -3}); break;
         }
     }
-    if (g.coin(0.02)) {  // the C entry point without a handle: refused, nothing launched
-        run_c_case(t, cs, [&] { return mlajit_sparse_mqa_prefill(nullptr, &a, nullptr); });
+    if (size_mutated || g.coin(0.03)) {  // the C entry point without a handle: refused, nothing launched
+        if (g.coin(0.3)) a.block_table = g.tensor(MLAJIT_INT32, {std::max<int64_t>(batch, 1), g.range(1, 64)});
+        if (g.coin(0.3)) a.causal = int32_t(g.range(-1, 2));
+        run_c_case(t, cs, [&] {
+            return call_c(g, a, size_mutated, [](auto* p) { return mlajit_sparse_mqa_prefill(nullptr, p, nullptr); });
+        });
         return;
     }
+    a.causal = int32_t(g.coin(0.3));  // the one call's internal use
     run_case(t, cs, [&] { check_launchable(t, cs, plan_sparse_mqa(kArch, a), "sparse MQA"); });
 }
 
@@ -277,6 +303,7 @@ void mha_case(Gen& g, Tally& t, uint64_t cs) {
         for (int64_t r = 0; r < batch; ++r) max_k = std::max<int64_t>(max_k, a.cu_seqlens_k_host[r + 1] - a.cu_seqlens_k_host[r]);
         a.mask = g.tensor(MLAJIT_UINT32, {tq, mlajit_topk_mask_words(max_k) + g.range(0, 3)});
     }
+    bool size_mutated = false;
     const int mutations = int(g.range(0, 4));
     for (int m = 0; m < mutations; ++m) {
         switch (g.range(0, 10)) {
@@ -289,14 +316,14 @@ void mha_case(Gen& g, Tally& t, uint64_t cs) {
             case 6: a.sm_scale = g.bad_scale(); break;
             case 7: g.mutate_cu(g.coin(0.5), batch); break;
             case 8: g.mutate_tensor(a.mask, false); break;
-#ifdef MLAJIT_ARGS_INIT
-            case 9: a.struct_size = g.pick<size_t>({0, 1, 8, sizeof a - 8, sizeof a + 8, 4096}); break;
-#endif
+            case 9: size_mutated = true; break;
             default: (g.coin(0.5) ? a.cu_seqlens_q_host : a.cu_seqlens_k_host) = nullptr; break;
         }
     }
-    if (g.coin(0.02)) {
-        run_c_case(t, cs, [&] { return mlajit_mha_prefill(nullptr, &a, nullptr); });
+    if (size_mutated || g.coin(0.03)) {
+        run_c_case(t, cs, [&] {
+            return call_c(g, a, size_mutated, [](auto* p) { return mlajit_mha_prefill(nullptr, p, nullptr); });
+        });
         return;
     }
     run_case(t, cs, [&] { check_launchable(t, cs, plan_mha(kArch, a), "MHA"); });
@@ -316,6 +343,7 @@ void topk_mask_case(Gen& g, Tally& t, uint64_t cs) {
     for (auto x : sk) max_k = std::max(max_k, x);
     a.indices = g.tensor(MLAJIT_INT32, {tq, topk});
     a.mask = g.tensor(MLAJIT_UINT32, {tq, mlajit_topk_mask_words(max_k) + g.range(0, 2)});
+    bool size_mutated = false;
     const int mutations = int(g.range(0, 4));
     for (int m = 0; m < mutations; ++m) {
         switch (g.range(0, 6)) {
@@ -324,14 +352,14 @@ void topk_mask_case(Gen& g, Tally& t, uint64_t cs) {
             case 2: g.mutate_tensor(g.coin(0.5) ? a.cu_seqlens_q : a.cu_seqlens_k, true); break;
             case 3: g.mutate_cu(g.coin(0.5), batch); break;
             case 4: (g.coin(0.5) ? a.cu_seqlens_q_host : a.cu_seqlens_k_host) = nullptr; break;
-#ifdef MLAJIT_ARGS_INIT
-            case 5: a.struct_size = g.pick<size_t>({0, 1, 8, sizeof a - 8, sizeof a + 8, 4096}); break;
-#endif
+            case 5: size_mutated = true; break;
             default: a.mask.shape[1] = g.range(0, 3); break;
         }
     }
-    if (g.coin(0.02)) {
-        run_c_case(t, cs, [&] { return mlajit_topk_mask_build(nullptr, &a, nullptr); });
+    if (size_mutated || g.coin(0.03)) {
+        run_c_case(t, cs, [&] {
+            return call_c(g, a, size_mutated, [](auto* p) { return mlajit_topk_mask_build(nullptr, p, nullptr); });
+        });
         return;
     }
     run_case(t, cs, [&] { check_launchable(t, cs, plan_topk_mask(kArch, a), "top-k mask"); });
@@ -349,19 +377,30 @@ void mla_case(Gen& g, Tally& t, uint64_t cs) {
     const int64_t topk = g.coin(0.8) ? 64 * g.range(1, 32) : g.range(1, 5000);
     a.cu_seqlens_q = g.tensor(MLAJIT_INT32, {batch + 1});
     a.cu_seqlens_k = g.tensor(MLAJIT_INT32, {batch + 1});
-    if (g.coin(0.5)) {  // packed q and kv: views of one buffer
+    if (g.coin(0.5)) {  // packed q: views of one buffer
         void* q = g.ptr();
         a.q_nope = strided_tensor(q, MLAJIT_BF16, {tq, h, 128}, {h * 192, 192, 1});
         a.q_pe = strided_tensor(static_cast<char*>(q) + 256, MLAJIT_BF16, {tq, h, 64}, {h * 192, 192, 1});
-        void* kv = g.ptr();
-        a.kv_c = strided_tensor(kv, MLAJIT_BF16, {tk, 512}, {576, 1});
-        a.k_pe = strided_tensor(static_cast<char*>(kv) + 1024, MLAJIT_BF16, {tk, 64}, {576, 1});
     } else {
         a.q_nope = g.tensor(MLAJIT_BF16, {tq, h, 128});
         a.q_pe = g.tensor(MLAJIT_BF16, {tq, h, 64});
+    }
+    const int64_t layout = g.range(0, 2);
+    if (layout == 0) {  // packed kv: views of one buffer
+        void* kv = g.ptr();
+        a.kv_c = strided_tensor(kv, MLAJIT_BF16, {tk, 512}, {576, 1});
+        a.k_pe = strided_tensor(static_cast<char*>(kv) + 1024, MLAJIT_BF16, {tk, 64}, {576, 1});
+    } else if (layout == 1) {
         a.kv_c = g.tensor(MLAJIT_BF16, {tk, 512});
         a.k_pe = g.tensor(MLAJIT_BF16, {tk, 64});
+    } else {  // the paged latent cache
+        int64_t max_k = 0;
+        for (int64_t r = 0; r < batch; ++r) max_k = std::max<int64_t>(max_k, a.cu_seqlens_k_host[r + 1] - a.cu_seqlens_k_host[r]);
+        const int64_t block = g.pick<int64_t>({1, 16, 64, 128});
+        a.kv_cache = g.tensor(MLAJIT_BF16, {g.range(1, 4096), block, 576});
+        a.block_table = g.tensor(MLAJIT_INT32, {batch, (max_k + block - 1) / block + g.range(0, 2)});
     }
+    a.topk = g.coin(0.7) ? 0 : g.pick<int32_t>({2048, 200, 64, 1, -1, INT32_MAX, int32_t(g.range(1, 5000))});
     a.w_kv_b = g.tensor(MLAJIT_BF16, {h * 256, 512});
     a.indices = g.tensor(MLAJIT_INT32, {tq, topk});
     a.out = g.tensor(MLAJIT_BF16, {tq, h, 128});
@@ -370,6 +409,7 @@ void mla_case(Gen& g, Tally& t, uint64_t cs) {
     a.force_path = int(g.range(-1, 2));
     a.workspace = g.ptr();
     a.workspace_bytes = size_t(g.coin(0.5) ? g.range(0, int64_t(1) << 34) : int64_t(1) << 40);
+    bool size_mutated = false;
     const int mutations = int(g.range(0, 4));
     for (int m = 0; m < mutations; ++m) {
         switch (g.range(0, 12)) {
@@ -385,14 +425,17 @@ void mla_case(Gen& g, Tally& t, uint64_t cs) {
             case 9:
                 a.workspace = g.coin(0.5) ? nullptr : static_cast<char*>(a.workspace) + 16;
                 break;
-#ifdef MLAJIT_ARGS_INIT
-            case 10: a.struct_size = g.pick<size_t>({0, 1, 8, sizeof a - 8, sizeof a + 8, 4096}); break;
-#endif
+            case 10: size_mutated = true; break;
+            case 11: g.mutate_tensor(g.coin(0.5) ? a.kv_cache : a.block_table, false); break;
             default: (g.coin(0.5) ? a.cu_seqlens_q_host : a.cu_seqlens_k_host) = nullptr; break;
         }
     }
-    if (g.coin(0.02)) {
-        run_c_case(t, cs, [&] { return mlajit_mla_prefill(nullptr, &a, nullptr); });
+    if (size_mutated || g.coin(0.03)) {
+        run_c_case(t, cs, [&] {
+            if (g.coin(0.5)) return call_c(g, a, size_mutated, [](auto* p) { return mlajit_mla_prefill(nullptr, p, nullptr); });
+            size_t bytes = 0;
+            return call_c(g, a, size_mutated, [&](auto* p) { return mlajit_mla_prefill_workspace_size(nullptr, p, &bytes); });
+        });
         return;
     }
     if (g.coin(0.5)) {  // the workspace query (device pointers may be NULL)
@@ -429,6 +472,43 @@ void plan_prefill_case(Gen& g, Tally& t, uint64_t cs) {
     });
 }
 
+// mlajit_warmup compiles every kernel of a model when its arguments are valid (seconds each), so every case
+// here carries at least one argument refused before any compile, among others drawn at random.
+void warmup_case(Gen& g, Tally& t, uint64_t cs) {
+    auto a = new_args<mlajit_warmup_args>();
+    const std::string junk(size_t(g.range(0, 40)), char(g.range(1, 255)));
+    const std::string digits = "sm_" + std::string(size_t(g.range(1, 30)), char('0' + g.range(0, 9))) + (g.coin(0.5) ? "a" : "");
+    a.arch = g.pick<const char*>({"sm_90a", "sm_80", "sm_100f", nullptr});
+    a.device = int(g.range(-2, 8));
+    a.heads = g.pick<int>({0, 128, 64, 16, -1, 7, INT32_MAX});
+    a.topk = g.pick<int>({0, 2048, 200, -5, INT32_MAX});
+    std::vector<int> tp(size_t(g.range(0, 8)));
+    for (auto& d : tp) d = g.pick<int>({1, 2, 4, 8, 16});
+    a.tp_degrees = tp.empty() ? nullptr : tp.data();
+    a.n_tp = int(tp.size());
+    int compiled = -1, cached = -1;
+    a.compiled = g.coin(0.5) ? &compiled : nullptr;
+    a.cached = g.coin(0.5) ? &cached : nullptr;
+    bool size_mutated = false;
+    switch (g.range(0, 5)) {  // the one that cannot pass
+        case 0: size_mutated = true; break;
+        case 1: a.n_tp = int(g.pick<int>({-1, INT32_MIN})); break;
+        case 2: a.tp_degrees = nullptr; a.n_tp = int(g.range(1, 8)); break;
+        case 3: a.arch = g.coin(0.5) ? junk.c_str() : digits.c_str(); break;
+        case 4: tp.push_back(g.pick<int>({0, -2, 3, 5, 1000})); a.tp_degrees = tp.data(); a.n_tp = int(tp.size()); break;
+        default: a.arch = g.pick<const char*>({"sm_70", "sm_75", "sm_9", "sm_", "SM_90"}); break;
+    }
+    if (a.arch != junk.c_str() && a.arch != digits.c_str() && !size_mutated && a.n_tp >= 0 && (a.tp_degrees || a.n_tp == 0)) {
+        // Make sure this one is refused before compiling: a TP degree that divides no head count. (With arch
+        // NULL a machine without GPU refuses earlier, with NO_DRIVER: no arch to compile for.)
+        tp.push_back(0);
+        a.tp_degrees = tp.data();
+        a.n_tp = int(tp.size());
+    }
+    run_c_case(t, cs, [&] { return call_c(g, a, size_mutated, [](auto* p) { return mlajit_warmup(p); }); },
+               /*no_driver_ok=*/a.arch == nullptr);
+}
+
 }  // namespace
 
 TEST_CASE("fuzz: every entry point accepts or refuses with a message, never crashes (seeded, >= 10^5 cases)") {
@@ -448,7 +528,8 @@ TEST_CASE("fuzz: every entry point accepts or refuses with a message, never cras
                        {"mha (plan + C entry)", 30, mha_case, {}},
                        {"topk_mask (plan + C entry)", 15, topk_mask_case, {}},
                        {"mla_prefill (+ workspace_size)", 20, mla_case, {}},
-                       {"mlajit_plan_prefill (C)", 5, plan_prefill_case, {}}};
+                       {"mlajit_plan_prefill (C)", 5, plan_prefill_case, {}},
+                       {"mlajit_warmup (C, refusals only)", 3, warmup_case, {}}};
     int total_weight = 0;
     for (auto& e : entries) total_weight += e.weight;
     std::mt19937_64 master(seed);
@@ -486,7 +567,7 @@ TEST_CASE("fuzz: every entry point accepts or refuses with a message, never cras
     CHECK(failures == 0);
     for (auto& e : entries) {
         INFO(e.name);
-        CHECK(e.tally.accepted > 0);  // the generator must also reach valid argument sets
+        if (e.fn != warmup_case) CHECK(e.tally.accepted > 0);  // the generator must also reach valid argument sets
         CHECK(e.tally.refused > 0);
     }
 }
