@@ -133,7 +133,7 @@ public:
             case 6: t = mlajit_tensor{}; break;
             case 7: t.shape[range(0, 3)] = 0; break;
             case 8: std::swap(t.shape[0], t.shape[1]); break;
-            default: t.stride[0] = t.stride[0] * 2 + 8; break;
+            default: t.stride[0] = int64_t(uint64_t(t.stride[0]) * 2 + 8); break;  // wraps, never UB
         }
     }
     float bad_scale() {
@@ -145,8 +145,9 @@ public:
         auto& h = host(keys);
         const size_t r = size_t(range(0, batch));
         switch (range(0, 4)) {
-            case 0: h[r] = h[r] - int32_t(range(1, 100)); break;                // non-monotone or negative
-            case 1: h[size_t(batch)] += int32_t(pick<int>({-1, 1, 1000})); break;  // wrong total
+            // Arithmetic in uint32 wraps (earlier mutations may have left INT32_MIN or INT32_MAX there).
+            case 0: h[r] = int32_t(uint32_t(h[r]) - uint32_t(range(1, 100))); break;  // non-monotone or negative
+            case 1: h[size_t(batch)] = int32_t(uint32_t(h[size_t(batch)]) + uint32_t(pick<int>({-1, 1, 1000}))); break;
             case 2: h[0] = int32_t(pick<int>({-5, 1, 7})); break;
             case 3: h[r] = pick<int32_t>({INT32_MAX, INT32_MIN, -1}); break;
             default: std::swap(h[r], h[size_t(range(0, batch))]); break;
