@@ -7,7 +7,6 @@
 #include "mlajit/mlajit.h"
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
-#include "ops/tensor_check.h"
 #include "ops/variants.h"
 #include "planner/planner.h"
 #include "runtime/handle.h"

@@ -12,7 +12,11 @@ Arch Arch::parse(const std::string& s) {
     Arch a;
     size_t i = 3;
     bool ok = s.rfind("sm_", 0) == 0 && s.size() >= 5;
-    while (ok && i < s.size() && std::isdigit((unsigned char)s[i])) a.sm = a.sm * 10 + (s[i++] - '0');
+    // At most 5 digits: a longer number (the validation fuzz sends up to 30) would overflow int.
+    while (ok && i < s.size() && std::isdigit((unsigned char)s[i])) {
+        ok = i < 8;
+        if (ok) a.sm = a.sm * 10 + (s[i++] - '0');
+    }
     if (ok && i + 1 == s.size() && (s[i] == 'a' || s[i] == 'f')) a.suffix = s[i++];
     if (!ok || i != s.size() || a.sm < 10)
         fail_arg("'{}' is not a GPU arch: expected sm_<major><minor>[a|f], e.g. sm_90a or sm_80", s);

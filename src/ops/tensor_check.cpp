@@ -1,5 +1,7 @@
 #include "ops/tensor_check.h"
 
+#include <climits>
+
 #include "common/error.h"
 
 namespace mlajit {
@@ -24,25 +26,53 @@ std::string shape_str(const mlajit_tensor& t) {
 
 bool present(const mlajit_tensor& t) { return t.data != nullptr; }
 
-std::vector<int64_t> check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
-                                  std::initializer_list<int64_t> dims, bool align16) {
+// Sizes the kernels can index and an extent that cannot overflow: every dimension fits in int32 (the kernels
+// hold token, head and batch indices in int), and the bytes the tensor spans, 1 + sum (size - 1) * stride
+// elements, computed without int64 overflow, stay below 2^48 (more than any GPU's memory): a stride or size
+// beyond that is a caller's mistake that would otherwise wrap into a small, wrong address range.
+static void check_extent(const mlajit_tensor& t, const char* name, int64_t elem_bytes) {
+    constexpr int64_t kMaxBytes = int64_t(1) << 48;
+    int64_t span = 1;
+    for (int k = 0; k < t.ndim; ++k) {
+        if (t.shape[k] > INT32_MAX)
+            fail_arg("{}: dimension {} is {}, more than 2^31 - 1, the largest size the kernels index (shape {})", name, k,
+                     t.shape[k], shape_str(t));
+        if (t.shape[k] == 0) return;  // empty: nothing is read or written
+    }
+    for (int k = 0; k < t.ndim; ++k) {
+        int64_t step = 0;
+        if (__builtin_mul_overflow(t.shape[k] - 1, t.stride[k], &step) || __builtin_add_overflow(span, step, &span) ||
+            span > kMaxBytes / elem_bytes)
+            fail_arg("{}: shape {} with stride {} in dimension {} spans more than 2^48 bytes, more than any GPU's memory: "
+                     "check the strides (they count elements, not bytes)",
+                     name, shape_str(t), t.stride[k], k);
+    }
+}
+
+TensorSizes check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
+                         std::initializer_list<int64_t> dims, bool align16) {
     if (!t.data) fail_arg("{}: the data pointer is NULL; pass a device buffer of shape {} elements", name, dims.size());
     if (t.dtype != dtype) fail_arg("{}: expected dtype {}, got {}", name, dtype_name(dtype), dtype_name(t.dtype));
-    if (t.ndim != (int)dims.size())
+    if (t.ndim != (int)dims.size() || dims.size() > 4)
         fail_arg("{}: expected {} dimensions, got {} (shape {})", name, dims.size(), t.ndim, shape_str(t));
-    std::string want = "[";
+    // The expected shape as text, built only for the error message.
+    auto want = [&] {
+        std::string w = "[";
+        int k = 0;
+        for (int64_t d : dims) w += (k++ ? ", " : "") + (d < 0 ? std::string("*") : std::to_string(d));
+        return w + "]";
+    };
     int i = 0;
-    for (int64_t d : dims) want += (i++ ? ", " : "") + (d < 0 ? std::string("*") : std::to_string(d));
-    want += "]";
-    i = 0;
-    std::vector<int64_t> sizes;
+    TensorSizes sizes;
+    sizes.n = t.ndim;
     for (int64_t d : dims) {
         if (t.shape[i] < 0 || (d >= 0 && t.shape[i] != d))
-            fail_arg("{}: expected shape {}, got {} (dimension {} differs)", name, want, shape_str(t), i);
+            fail_arg("{}: expected shape {}, got {} (dimension {} differs)", name, want(), shape_str(t), i);
         if (t.stride[i] < 0) fail_arg("{}: stride {} is negative ({}); only non-negative strides are supported", name, i, t.stride[i]);
-        sizes.push_back(t.shape[i]);
+        sizes.d[i] = t.shape[i];
         ++i;
     }
+    check_extent(t, name, dtype_bytes(dtype));
     if (t.ndim > 0 && t.stride[t.ndim - 1] != 1 && t.shape[t.ndim - 1] > 1)
         fail_arg("{}: the last dimension must be contiguous (stride 1), got stride {}: pass a contiguous copy", name,
                  t.stride[t.ndim - 1]);

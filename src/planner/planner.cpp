@@ -20,6 +20,14 @@ void warn_once(const std::string& msg) {
     if (seen.insert(msg).second) log().warn("{}", msg);
 }
 
+// check_shape for request i of a batch, on the hot path (every prefill call): the request's name is
+// formatted only when a condition fails. The fast test must stay a subset of check_shape's conditions
+// (it only decides whether check_shape runs).
+void check_request(const AttnShape& s, size_t i) {
+    if (s.s_q >= 1 && s.s_k >= s.s_q && s.heads >= 1 && s.heads <= 128 && s.topk >= 1) return;
+    check_shape(s, fmt::format("request {}", i));
+}
+
 }  // namespace
 
 const char* path_name(Path p) {
@@ -128,7 +136,7 @@ Plan Planner::plan(std::span<const Request> batch) const {
     Plan p;
     p.requests.reserve(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
-        check_shape({batch[i].s_q, batch[i].s_k, o_.heads, o_.topk}, fmt::format("request {}", i));
+        check_request({batch[i].s_q, batch[i].s_k, o_.heads, o_.topk}, i);
         add(p, batch[i], route(batch[i], i));
     }
     return p;
@@ -139,7 +147,7 @@ Plan Planner::plan_by_maxima(std::span<const Request> batch) const {
     if (o_.force != PathChoice::auto_ || batch.empty()) return plan(batch);
     Request worst{0, 0};
     for (size_t i = 0; i < batch.size(); ++i) {
-        check_shape({batch[i].s_q, batch[i].s_k, o_.heads, o_.topk}, fmt::format("request {}", i));
+        check_request({batch[i].s_q, batch[i].s_k, o_.heads, o_.topk}, i);
         worst.s_q = std::max(worst.s_q, batch[i].s_q);
         worst.s_k = std::max(worst.s_k, batch[i].s_k);
     }

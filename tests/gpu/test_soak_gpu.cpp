@@ -3,7 +3,7 @@
 //    memcheck, racecheck, initcheck and synccheck), each call checked against float64;
 //  - "gpu soak": for MLAJIT_SOAK_SECONDS (skipped when unset), mixed calls with fresh random shapes and
 //    data, a sample of rows of every call checked against float64, device memory (cuMemGetInfo) and host
-//    RSS recorded at the start, after the first call of each kind (warm) and at the end.
+//    RSS recorded at the start, after 20 batches (every kind has run: warm) and at the end.
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 
@@ -187,8 +187,8 @@ void mha_call(Gpu* G, R::Rng& rng, const Shape& s, bool masked, Counts& n) {
     expect_ok(R::check_lse("lse", R::View(lse.data(), h, 1), want), n);
 }
 
-void mla_call(Gpu* G, R::Rng& rng, const Shape& s, int force, Counts& n) {
-    INFO("mla_prefill force_path " << force << ", " << s.str());
+void mla_call(Gpu* G, R::Rng& rng, const Shape& s, int force, Counts& n, bool paged = false) {
+    INFO("mla_prefill force_path " << force << (paged ? ", paged latent cache, " : ", ") << s.str());
     const int64_t h = s.heads, T = s.tq(), Tk = s.tk(), topk = s.topk, B = s.batch();
     auto q = rng.normal_bf16(T * h * 192, 1.0);
     auto kv = rng.normal_bf16(Tk * 576, 1.0);
@@ -200,8 +200,36 @@ void mla_call(Gpu* G, R::Rng& rng, const Shape& s, int force, Counts& n) {
     auto a = new_args<mlajit_mla_prefill_args>();
     a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
     a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
-    a.kv_c = strided_tensor(dkv.get(), MLAJIT_BF16, {Tk, 512}, {576, 1});
-    a.k_pe = strided_tensor(dkv.get() + 512, MLAJIT_BF16, {Tk, 64}, {576, 1});
+    // Paged: the same latent rows scattered over shuffled pages of 16 (the paged_gather family runs).
+    const int64_t page = 16;
+    std::vector<int32_t> table;
+    std::vector<uint16_t> pages;
+    int64_t max_blocks = 1, num_blocks = 0;
+    if (paged) {
+        for (int64_t r = 0; r < B; ++r) max_blocks = std::max<int64_t>(max_blocks, (s.cu_k[r + 1] - s.cu_k[r] + page - 1) / page);
+        num_blocks = B * max_blocks + 3;
+        std::vector<int32_t> order(static_cast<size_t>(num_blocks));
+        for (int64_t i = 0; i < num_blocks; ++i) order[size_t(i)] = int32_t(i);
+        for (int64_t i = num_blocks - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(rng.uniform_int(0, i))]);
+        table.assign(size_t(B * max_blocks), -1);
+        pages = rng.normal_bf16(num_blocks * page * 576, 1.0);  // unused rows hold noise
+        for (int64_t r = 0; r < B; ++r)
+            for (int64_t p = 0; p < s.cu_k[r + 1] - s.cu_k[r]; ++p) {
+                int32_t& blk = table[size_t(r * max_blocks + p / page)];
+                if (blk < 0) blk = order[size_t(r * max_blocks + p / page)];
+                std::copy_n(kv.begin() + (s.cu_k[r] + p) * 576, 576, pages.begin() + (int64_t(blk) * page + p % page) * 576);
+            }
+        for (auto& b : table) b = b < 0 ? 0 : b;
+    }
+    DeviceBuffer<uint16_t> dpages(pages);
+    DeviceBuffer<int32_t> dtable(table);
+    if (paged) {
+        a.kv_cache = tensor(dpages.get(), MLAJIT_BF16, {num_blocks, page, 576});
+        a.block_table = tensor(dtable.get(), MLAJIT_INT32, {B, max_blocks});
+    } else {
+        a.kv_c = strided_tensor(dkv.get(), MLAJIT_BF16, {Tk, 512}, {576, 1});
+        a.k_pe = strided_tensor(dkv.get() + 512, MLAJIT_BF16, {Tk, 64}, {576, 1});
+    }
     a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {h * 256, 512});
     a.indices = tensor(didx.get(), MLAJIT_INT32, {T, topk});
     a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
@@ -283,7 +311,7 @@ TEST_CASE("gpu small shapes: dense MHA, the top-k mask and masked MHA") {
     }
 }
 
-TEST_CASE("gpu small shapes: mla_prefill on each path, and the shape initcheck flagged in issue 14") {
+TEST_CASE("gpu small shapes: mla_prefill on each path, paged, and the shape initcheck flagged in issue 14") {
     MLAJIT_REQUIRE_GPU();
     R::Rng rng;
     INFO(rng.seed_note());
@@ -292,6 +320,8 @@ TEST_CASE("gpu small shapes: mla_prefill on each path, and the shape initcheck f
         mla_call(G, rng, shape(16, 64, {{60, 200}, {20, 20}}), force, n);
     mla_call(G, rng, shape(16, 64, {{40, 40}, {20, 60}}), int(MLAJIT_PATH_DENSE_MHA), n);
     mla_call(G, rng, shape(16, 256, {{100, 900}}), -1, n);
+    for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)})  // the paged_gather family
+        mla_call(G, rng, shape(16, 64, {{50, 170}, {30, 30}}), force, n, /*paged=*/true);
 }
 
 TEST_CASE("gpu soak: mixed batches with fresh random shapes and data (MLAJIT_SOAK_SECONDS)") {
@@ -317,9 +347,12 @@ TEST_CASE("gpu soak: mixed batches with fresh random shapes and data (MLAJIT_SOA
         const int64_t topk_choice[] = {64, 128, 256, 2048};
         s.topk = topk_choice[rng.uniform_int(0, 3)];
         const int64_t reqs = rng.uniform_int(1, 4);
+        // Sizes scaled so that one batch's keys stay under ~300k (token, head) rows: the host's random fill
+        // and reference, not the GPU, bound the pace, and the soak should see many batches.
+        const int64_t max_q = std::max<int64_t>(8, 300000 / (s.heads * reqs * 3));
         for (int64_t r = 0; r < reqs; ++r) {
-            const int32_t sq = int32_t(rng.uniform_int(r == 0 ? 1 : 0, 1200));
-            const int32_t sk = sq + int32_t(rng.uniform_int(0, 2000));  // prefills with cached context
+            const int32_t sq = int32_t(rng.uniform_int(r == 0 ? 1 : 0, max_q));
+            const int32_t sk = sq + int32_t(rng.uniform_int(0, 2 * max_q));  // prefills with cached context
             s.cu_q.push_back(s.cu_q.back() + sq);
             s.cu_k.push_back(s.cu_k.back() + sk);
         }
@@ -328,10 +361,10 @@ TEST_CASE("gpu soak: mixed batches with fresh random shapes and data (MLAJIT_SOA
             case 1: mha_call(G, rng, s, false, n); break;
             case 2: mha_call(G, rng, s, true, n); break;
             case 3: mla_call(G, rng, s, -1, n); break;
-            default: mla_call(G, rng, s, int(rng.uniform_int(0, 2)) == 0 ? -1 : int(MLAJIT_PATH_SPARSE_MQA), n); break;
+            default: mla_call(G, rng, s, int(rng.uniform_int(0, 2)) == 0 ? -1 : int(MLAJIT_PATH_SPARSE_MQA), n, true); break;
         }
         dev_peak = std::max(dev_peak, device_used_bytes());
-        if (++iter == 40) {  // every kind has run: kernels loaded, workspaces and pools at their size
+        if (++iter == 20) {  // every kind has run: kernels loaded, workspaces and pools at their size
             dev_warm = device_used_bytes();
             rss_warm = host_rss_bytes();
         }
@@ -343,9 +376,9 @@ TEST_CASE("gpu soak: mixed batches with fresh random shapes and data (MLAJIT_SOA
     }
     MESSAGE("FIGURE soak: " << elapsed() << " s, " << iter << " batches, " << n.calls << " calls, " << n.checked_rows
                             << " elements checked against float64, " << n.failed_checks << " failed checks; device memory "
-                            << mib(dev0) << " MiB at start, " << mib(dev_warm) << " after 40 batches, " << mib(dev1)
+                            << mib(dev0) << " MiB at start, " << mib(dev_warm) << " after 20 batches, " << mib(dev1)
                             << " at end (peak " << mib(dev_peak) << "); host RSS " << mib(rss0) << " MiB at start, "
-                            << mib(rss_warm) << " after 40 batches, " << mib(rss1) << " at end");
+                            << mib(rss_warm) << " after 20 batches, " << mib(rss1) << " at end");
     CHECK(n.failed_checks == 0);
     // After warm-up nothing may grow: test buffers are freed each call; 64 MiB of slack for the driver's
     // own pools, 64 MiB for the host allocator's.

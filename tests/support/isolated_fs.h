@@ -6,7 +6,8 @@
 // How the file system is made, best first (the figure says which one ran):
 //   tmpfs         unshare(CLONE_NEWNS) + mount tmpfs: needs CAP_SYS_ADMIN (root in a container)
 //   tmpfs_userns  unshare(CLONE_NEWUSER | CLONE_NEWNS) first: unprivileged, where user namespaces are enabled
-//   none          neither works: the body gets a plain directory and must use a fallback (RLIMIT_FSIZE)
+//   none          neither works: the body gets a plain directory and must use a fallback (RLIMIT_FSIZE);
+//                 MLAJIT_TEST_NO_MOUNT=1 forces this, to test the fallbacks
 //
 // The child reports through a file: lines starting "FAIL " are failures, "FIG " are figures. The parent
 // kills a child that runs past its deadline and reports that as a failure (a hang must not stall CI).
@@ -20,6 +21,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -94,6 +96,19 @@ inline FsKind mount_private_tmpfs(const std::filesystem::path& dir, const Isolat
     return kind;
 }
 
+// Whether mount_private_tmpfs works here, found in a throwaway process: a failed attempt can leave the
+// caller inside a user namespace that maps no ids (where it could not even create files), so the real
+// child tries only what the probe saw succeed.
+inline FsKind probe(const std::filesystem::path& dir, const IsolatedFsOptions& o) {
+    if (const char* v = std::getenv("MLAJIT_TEST_NO_MOUNT"); v && *v == '1') return FsKind::none;  // test the fallbacks
+    pid_t pid = ::fork();
+    if (pid < 0) return FsKind::none;
+    if (pid == 0) ::_exit(int(mount_private_tmpfs(dir, o)));
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return FsKind::none;
+    return FsKind(WEXITSTATUS(status));
+}
+
 }  // namespace detail
 
 // Makes the child's tmpfs read-only (EROFS from then on). False when the mount is not one of ours.
@@ -117,7 +132,7 @@ inline ChildOutcome run_with_isolated_fs(const std::filesystem::path& dir, const
     if (pid == 0) {
         int code = 0;
         try {
-            FsKind kind = detail::mount_private_tmpfs(dir, opt);
+            FsKind kind = detail::probe(dir, opt) == FsKind::none ? FsKind::none : detail::mount_private_tmpfs(dir, opt);
             ChildReport r;
             body(dir, kind, r);
             std::ofstream(report_file) << r.text.str();
