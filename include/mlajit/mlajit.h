@@ -44,8 +44,13 @@ extern "C" {
 #define MLAJIT_VERSION_MINOR 2
 #define MLAJIT_VERSION_PATCH 0
 
-/* Sets struct_size and zero-fills every other field: `T a = MLAJIT_ARGS_INIT(T);` in C and C++. */
-#define MLAJIT_ARGS_INIT(type) {sizeof(type)}
+/* Sets struct_size and zero-fills every other field: `T a = MLAJIT_ARGS_INIT(T);` in C and C++ (written
+ * so that -Wextra's missing-field-initializers stays quiet in both). */
+#ifdef __cplusplus
+#define MLAJIT_ARGS_INIT(type) ([] { type mlajit_args_{}; mlajit_args_.struct_size = sizeof(type); return mlajit_args_; }())
+#else
+#define MLAJIT_ARGS_INIT(type) {.struct_size = sizeof(type)}
+#endif
 
 typedef enum mlajit_status {
     MLAJIT_OK = 0,
