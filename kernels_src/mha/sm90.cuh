@@ -112,6 +112,11 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     // iteration earlier than a joint release would allow.
     unsigned long long* bar_empty_k = bar_v + ST;
     unsigned long long* bar_empty_v = bar_empty_k + ST;
+    // The last key tile of a request whose length is not a multiple of BN: TMA fills its rows past the
+    // request's end with the next request's keys. Their scores are masked (P = 0), but 0 * a NaN or inf in
+    // those V rows would still reach this request's output, so the producer zeroes those V rows once the
+    // tile has landed and arrives here; the consumers' last P V waits for it.
+    unsigned long long* bar_vz = bar_empty_v + ST;
     unsigned* bitmap = (unsigned*)(smem + OFF_BITMAP);
     if (tid == 0) {
         mbar_init(bar_q, 1);
@@ -121,6 +126,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             mbar_init(&bar_empty_k[s], 2 * 128);
             mbar_init(&bar_empty_v[s], 2 * 128);
         }
+        mbar_init(bar_vz, 1);
         fence_barrier_init();
         // Q first: it depends on nothing, so its load overlaps the masked variant's tile scan below.
         const TensorMap* tm_q = reinterpret_cast<const TensorMap*>(&P.tm_q);
@@ -191,8 +197,8 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
             const TensorMap* tm_v = reinterpret_cast<const TensorMap*>(&P.tm_v);
             const int kp_head = P.kp_shared ? 0 : head;
-            int i = 0;
-            for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
+            int i = 0, last = -1;
+            for (int tile = next_tile(-1); tile >= 0; last = tile, tile = next_tile(tile), ++i) {
                 const int s = i % ST;
                 const unsigned free_parity = ((i / ST) & 1) ^ 1;  // the release of this stage's previous use
                 unsigned char* sk = smem + OFF_K + s * STAGE_BYTES;
@@ -206,6 +212,18 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
                 mbar_arrive_expect_tx(&bar_v[s], 2 * BOX_K);
                 tma_load_3d(sk + OFF_V, tm_v, &bar_v[s], 0, head, row);
                 tma_load_3d(sk + OFF_V + BOX_K, tm_v, &bar_v[s], 64, head, row);
+            }
+            if (last >= 0 && (last + 1) * BN > s_k) {  // the request's partial last tile (see bar_vz)
+                const int s = (i - 1) % ST;
+                mbar_wait(&bar_v[s], ((i - 1) / ST) & 1);
+                const int valid = s_k - last * BN;  // rows of this request in the tile
+                unsigned char* sv = smem + OFF_K + s * STAGE_BYTES + OFF_V;
+                // Whole 128-byte rows: the 128-byte swizzle permutes 16-byte chunks within a row only.
+                for (int box = 0; box < 2; ++box)
+                    for (int off16 = valid * 128; off16 < BN * 128; off16 += 16)
+                        *reinterpret_cast<uint4*>(sv + box * BOX_K + off16) = make_uint4(0u, 0u, 0u, 0u);
+                fence_proxy_async();  // the generic-proxy zeros, before the wgmma (async proxy) reads them
+                mbar_arrive(bar_vz);
             }
         }
         return;
@@ -377,8 +395,8 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         rescale_and_pack();
         int prev_stage = 0;
         unsigned prev_phase = 0;
-        int i = 1;
-        for (tile = next_tile(tile); tile >= 0; tile = next_tile(tile), ++i) {
+        int i = 1, last = tile;
+        for (tile = next_tile(tile); tile >= 0; last = tile, tile = next_tile(tile), ++i) {
             const int stage = i % ST;
             const unsigned phase = (i / ST) & 1;
             mbar_wait(&bar_k[stage], phase);
@@ -400,6 +418,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             prev_phase = phase;
         }
         mbar_wait(&bar_v[prev_stage], prev_phase);
+        if ((last + 1) * BN > s_k) mbar_wait(bar_vz, 0);  // its V rows past the request zeroed
         turn_begin();
         issue_pv(prev_stage);
         turn_end(true);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include <cmath>
+#include <string>
 
 #include "config/env.h"
 #include "gpu/gpu_fixture.h"
@@ -160,14 +161,19 @@ TEST_CASE("gpu: sparse MQA and masked MHA agree on DSA inputs (and dense when s_
         for (bool dups : {false, true}) {
         R::Rng rng;
         INFO(rng.seed_note());
-        INFO("tier " << tier << " heads " << s.h << " s_q " << s.s_q << " s_k " << s.s_k << " topk " << s.topk << (dups ? " with duplicates" : ""));
+        INFO("tier " << std::string(tier) << " heads " << s.h << " s_q " << s.s_q << " s_k " << s.s_k << " topk " << s.topk << (dups ? " with duplicates" : ""));
         auto po = run_all_paths(G, rng, s.h, s.s_q, s.s_k, s.topk, dups);
         // Each path rounds different intermediates to bf16 (absorbed q vs decompressed K/V), so the two
         // agree to bf16 accuracy, not bit for bit. Against the reference each gets the standard bound;
         // path against path, the two errors add (|a - b| <= |a - ref| + |ref - b|), so that bound is
         // doubled (seen on the H200: 1 element of 425,984 at 1.04x the single bound, both paths within it
         // against the reference).
-        const auto tol = R::out_tolerance(po.want.out);
+        // Each path also rounds an intermediate to bf16 on top of the kernel's own rounding (the absorbed q,
+        // or the decompressed K/V), as the one-call prefill does: elements near zero get twice the floor
+        // (kOneCallOutAtolScale's reasoning). Seen on the H200 with the single floor: 1 element of 409,600
+        // at 1.08x and 1 at 1.31x (masked MHA, 128 heads, s 400, both tiers), rel L2 2.3e-3.
+        auto tol = R::out_tolerance(po.want.out);
+        tol.atol *= 2;
         auto pair_tol = tol;
         pair_tol.rtol *= 2;
         pair_tol.atol *= 2;

@@ -17,6 +17,7 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <string>
 
 #include "gpu/gpu_fixture.h"
 #include "mlajit/mlajit.hpp"
@@ -112,11 +113,11 @@ Tally compare(const Result& clean, const Result& bad, const Layout& L, bool bitw
 }
 
 void expect_contained(const char* what, const Tally& t, bool nan_input) {
-    MESSAGE("FIGURE nonfinite " << what << ": " << t.affected << " affected (token, head) units, "
+    MESSAGE("FIGURE nonfinite " << std::string(what) << ": " << t.affected << " affected (token, head) units, "
                                 << t.affected_nonfinite << " non-finite; " << t.neighbours
                                 << " unaffected in the same request and head, " << t.neighbours_changed << " changed; "
                                 << t.outside << " in other requests or heads, " << t.outside_changed << " changed");
-    INFO(what);
+    INFO(std::string(what));
     CHECK(t.affected > 0);
     if (nan_input) CHECK(t.affected_nonfinite == t.affected);
     // Never to another request or head.
@@ -124,7 +125,7 @@ void expect_contained(const char* what, const Tally& t, bool nan_input) {
     // Within the request and head: the contract says the affected rows only; a kernel that multiplies a
     // whole tile of P by V breaks it for masked keys' NaN values. Measured and reported as a warning (the
     // figure above gives the count) until every kernel is known to keep it.
-    WARN_MESSAGE(t.neighbours_changed == 0, what << ": " << t.neighbours_changed
+    WARN_MESSAGE(t.neighbours_changed == 0, std::string(what) << ": " << t.neighbours_changed
                                                  << " rows of the same request and head changed (not attending the bad value)");
 }
 
