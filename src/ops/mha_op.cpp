@@ -20,6 +20,8 @@ LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
     if (cq[0] < 2 || cq[0] != ck[0])
         fail_arg("cu_seqlens_q and cu_seqlens_k must both have batch+1 >= 2 entries; got {} and {}", cq[0], ck[0]);
     const int64_t batch = cq[0] - 1;
+    // One grid z block per request: CUDA allows 65535 (the validation fuzz found larger batches accepted).
+    if (batch > 65535) fail_arg("batch has {} requests; at most 65535 per call: split the batch", batch);
     const int64_t max_q = check_cu_seqlens(a.cu_seqlens_q_host, batch, total_q, "cu_seqlens_q", true);
 
     int64_t total_k = 0;

@@ -1,6 +1,7 @@
 #include "ops/tensor_check.h"
 
 #include <climits>
+#include <cstring>
 
 #include "common/error.h"
 
@@ -52,7 +53,16 @@ static void check_extent(const mlajit_tensor& t, const char* name, int64_t elem_
 TensorSizes check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype dtype,
                          std::initializer_list<int64_t> dims, bool align16) {
     if (!t.data) fail_arg("{}: the data pointer is NULL; pass a device buffer of shape {} elements", name, dims.size());
-    if (t.dtype != dtype) fail_arg("{}: expected dtype {}, got {}", name, dtype_name(dtype), dtype_name(t.dtype));
+    // Read as the integer a C caller stored: a value outside the enum (any int is legal C) loaded as the C++
+    // enum is undefined behaviour (UBSan flagged it under the validation fuzz).
+    int32_t raw_dtype;
+    static_assert(sizeof raw_dtype == sizeof t.dtype);
+    std::memcpy(&raw_dtype, &t.dtype, sizeof raw_dtype);
+    if (raw_dtype != int32_t(dtype)) {
+        if (raw_dtype < MLAJIT_BF16 || raw_dtype > MLAJIT_UINT32)
+            fail_arg("{}: expected dtype {}, got {}, which is no mlajit_dtype", name, dtype_name(dtype), raw_dtype);
+        fail_arg("{}: expected dtype {}, got {}", name, dtype_name(dtype), dtype_name(mlajit_dtype(raw_dtype)));
+    }
     if (t.ndim != (int)dims.size() || dims.size() > 4)
         fail_arg("{}: expected {} dimensions, got {} (shape {})", name, dims.size(), t.ndim, shape_str(t));
     // The expected shape as text, built only for the error message.
@@ -81,10 +91,12 @@ TensorSizes check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype 
         if ((reinterpret_cast<uintptr_t>(t.data) & 15u) != 0)
             fail_arg("{}: the data pointer {} is not 16-byte aligned, which the vector loads need: pass an aligned buffer",
                      name, t.data);
+        // stride % 16 first: an empty tensor skips the extent check, and stride * eb could overflow (UBSan
+        // found INT64_MAX strides on an empty tensor under the validation fuzz).
         for (int k = 0; k + 1 < t.ndim; ++k)
-            if (t.shape[k] > 1 && (t.stride[k] * eb) % 16 != 0)
-                fail_arg("{}: stride {} is {} elements ({} bytes), not a multiple of 16 bytes, which the vector loads need",
-                         name, k, t.stride[k], t.stride[k] * eb);
+            if (t.shape[k] > 1 && ((t.stride[k] % 16) * eb) % 16 != 0)
+                fail_arg("{}: stride {} is {} elements ({} bytes per element), not a multiple of 16 bytes, which the "
+                         "vector loads need", name, k, t.stride[k], eb);
     }
     return sizes;
 }

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -174,9 +175,15 @@ int worker_process(const fs::path& root, const WorkerPlan& plan, SharedCounters*
 pid_t spawn(const std::function<int()>& f) {
     std::fflush(stdout);
     std::fflush(stderr);
+    const pid_t parent = ::getpid();
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
-    if (pid == 0) ::_exit(f());
+    if (pid == 0) {
+        // Workers loop until the parent says stop: if the test process dies first, they must die too.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(1);
+        ::_exit(f());
+    }
     return pid;
 }
 

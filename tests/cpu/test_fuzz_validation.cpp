@@ -499,7 +499,7 @@ void warmup_case(Gen& g, Tally& t, uint64_t cs) {
         case 4: tp.push_back(g.pick<int>({0, -2, 3, 5, 1000})); a.tp_degrees = tp.data(); a.n_tp = int(tp.size()); break;
         default: a.arch = g.pick<const char*>({"sm_70", "sm_75", "sm_9", "sm_", "SM_90"}); break;
     }
-    if (a.arch != junk.c_str() && a.arch != digits.c_str() && !size_mutated && a.n_tp >= 0 && (a.tp_degrees || a.n_tp == 0)) {
+    if (a.arch != junk.c_str() && a.arch != digits.c_str() && a.n_tp >= 0 && (a.tp_degrees || a.n_tp == 0)) {
         // Make sure this one is refused before compiling: a TP degree that divides no head count. (With arch
         // NULL a machine without GPU refuses earlier, with NO_DRIVER: no arch to compile for.)
         tp.push_back(0);
@@ -560,8 +560,8 @@ TEST_CASE("fuzz: every entry point accepts or refuses with a message, never cras
         failures += nf;
         f << " " << e.name << " " << e.tally.cases << " (" << e.tally.accepted << " accepted, " << e.tally.refused
           << " refused, " << nf << " failures);";
-        for (auto& [what, n] : e.tally.failures) MESSAGE(e.name << ": " << n << " x " << what);
-        if (!e.tally.first_failure.empty()) MESSAGE(e.name << " first failure: " << e.tally.first_failure);
+        for (auto& [what, n] : e.tally.failures) MESSAGE(std::string(e.name) << ": " << n << " x " << what);
+        if (!e.tally.first_failure.empty()) MESSAGE(std::string(e.name) << " first failure: " << e.tally.first_failure);
     }
     MESSAGE(f.str());
     CHECK(all == cases);
