@@ -21,9 +21,13 @@
  * [0, s_k) of the row's request are skipped; a row may be any width from 1 up (engines pad with -1); a
  * key listed more than once in a row is attended once (a top-k selection is a set).
  *
- * Non-finite inputs: a NaN or inf in q, k, v or the latent cache reaches only the output rows whose
- * attention reads it (the query rows that hold it, or that attend a key row holding it); other rows and
- * other requests are unaffected. sm_scale must be positive and finite (checked). */
+ * Non-finite inputs: mlajit does not inspect values. A NaN or inf reaches the output rows that use it: a
+ * query element its own (token, head); a key or value row every (token, head) of its request whose key
+ * set holds it; in mla_prefill a kv_c / k_pe row every head of the rows that select it, and a w_kv_b row
+ * its whole head. On the MHA paths it may also reach rows of the same request and head that share a
+ * kernel tile with it without attending it (a masked-out key's value times probability 0 is still NaN).
+ * Rows of other requests and other heads are never affected (tested on every path). sm_scale must be
+ * positive and finite (checked). */
 #ifndef MLAJIT_MLAJIT_H
 #define MLAJIT_MLAJIT_H
 
