@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "mlajit/mlajit.h"
+#include "jit/compiler.h"
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
 #include "ops/variants.h"
@@ -220,6 +221,7 @@ MLAJIT_API mlajit_status mlajit_warmup(const mlajit_warmup_args* args) {
         mlajit::Arch arch;
         if (a.arch) {
             arch = mlajit::Arch::parse(a.arch);
+            mlajit::require_nvrtc_arch(arch);  // an arch no NVRTC knows: refused before compiling anything
         } else {
             mlajit::Handle h(a.device);  // the GPU's arch (MLAJIT_ARCH applies, as for every handle)
             arch = h.arch();

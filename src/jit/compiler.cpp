@@ -124,4 +124,20 @@ CompileOutput compile_kernel(const PreparedKernel& k) {
     return out;
 }
 
+void require_nvrtc_arch(const Arch& arch) {
+    if (!nvrtc_available()) return;
+    const NvrtcApi& nv = nvrtc();
+    int n = 0;
+    if (nv.nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return;
+    std::vector<int> archs(size_t(n), 0);
+    if (nv.nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return;
+    std::string known;
+    for (int a : archs) {
+        if (a == arch.sm) return;
+        known += fmt::format("{}sm_{}", known.empty() ? "" : ", ", a);
+    }
+    fail(MLAJIT_ERROR_UNSUPPORTED, "arch {}: NVRTC {}.{} ({}) compiles for {}; pick one of those, or point MLAJIT_NVRTC_LIB "
+         "at an NVRTC that knows this GPU", arch.name(), nv.major, nv.minor, nv.library_path, known);
+}
+
 }  // namespace mlajit

@@ -39,4 +39,8 @@ struct CompileOutput {
 // (line numbers refer to the specialized source, which MLAJIT_DUMP_DIR writes out).
 CompileOutput compile_kernel(const PreparedKernel& k);
 
+// Throws Error(UNSUPPORTED) when the loaded NVRTC cannot compile for `arch` (it lists the ones it can), so
+// that a request for an arch that no NVRTC knows is refused before any compile. No-op without NVRTC.
+void require_nvrtc_arch(const Arch& arch);
+
 }  // namespace mlajit
