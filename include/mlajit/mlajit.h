@@ -69,7 +69,21 @@ typedef enum mlajit_status {
     MLAJIT_ERROR_INTERNAL = 9
 } mlajit_status;
 
-typedef enum mlajit_dtype { MLAJIT_BF16 = 0, MLAJIT_FP32 = 1, MLAJIT_INT32 = 2, MLAJIT_UINT32 = 3 } mlajit_dtype;
+/* MLAJIT_UINT8: raw bytes, used for the FP8 latent cache (see "FP8 latent cache" below). */
+typedef enum mlajit_dtype { MLAJIT_BF16 = 0, MLAJIT_FP32 = 1, MLAJIT_INT32 = 2, MLAJIT_UINT32 = 3, MLAJIT_UINT8 = 4 } mlajit_dtype;
+
+/* ---------------------------------------------------------------------------------------------------
+ * FP8 latent cache (the layout engines call `fp8_ds_mla`, DeepSeek-V3.2 on Hopper): a uint8 tensor
+ * [num_blocks, block_size, 656], one 656-byte row per cached token:
+ *   bytes   0..511  kv_c as 512 float8 e4m3 (OCP e4m3fn: bias 7, max 448, no inf)
+ *   bytes 512..527  4 float32 scales, one per 128 kv_c values: kv_c[i] = e4m3[i] * scale[i / 128]
+ *   bytes 528..655  k_pe as 64 bf16 (not quantized)
+ * Rows start 16-byte aligned (strides are multiples of 16 and the base pointer is 16-byte aligned).
+ * Wherever a paged latent cache is accepted (mlajit_sparse_mqa_args.kv with block_table,
+ * mlajit_mla_prefill_args.kv_cache), this form may be passed instead of bf16 [.., 576]; the dtype and the
+ * last dimension say which. What the kernels compute with is the dequantized row rounded to bf16:
+ * bf16(float(e4m3) * scale) for kv_c, k_pe as stored. mlajit_quantize_latent_cache writes such a cache.
+ * A non-finite scale makes its 128 values non-finite: only outputs that attend that key are affected. */
 
 typedef struct mlajit_tensor {
     void* data;         /* device pointer (NULL = absent, for optional tensors) */
@@ -102,7 +116,8 @@ MLAJIT_API const char* mlajit_handle_arch(mlajit_handle handle);
  * indices are then local to each request; cu_seqlens[0] may be > 0 (a sub-batch, tensors still indexed
  * from token 0). Paged latent cache: with block_table (int32 [batch or 1, max_blocks]) kv is
  * [num_blocks, block_size, 576] and key position p of request r is row p % block_size of page
- * block_table[r][p / block_size]. h in 1..128. */
+ * block_table[r][p / block_size]; the paged kv may also be the FP8 cache (uint8 [num_blocks, block_size,
+ * 656], see above). h in 1..128. */
 typedef struct mlajit_sparse_mqa_args {
     size_t struct_size;
     mlajit_tensor q, kv, indices;
@@ -191,7 +206,8 @@ MLAJIT_API mlajit_status mlajit_plan_prefill(const char* gpu_name, int heads, in
  * it); 0 = the width. Dense MHA is used only where exact: s_k <= topk for the request.
  * Paged latent cache (instead of kv_c / k_pe): kv_cache bf16 [num_blocks, block_size, 576] and
  * block_table int32 [batch, max_blocks] (key position p of request r is row p % block_size of page
- * block_table[r][p / block_size]); total_k is then cu_seqlens_k_host[batch].
+ * block_table[r][p / block_size]); total_k is then cu_seqlens_k_host[batch]. kv_cache may be the FP8
+ * cache (uint8 [num_blocks, block_size, 656], see above): no bf16 copy of the cached context is made.
  * paths_out: optional host array of batch entries, receives the path each request took. */
 typedef struct mlajit_mla_prefill_args {
     size_t struct_size;
@@ -213,6 +229,22 @@ typedef struct mlajit_mla_prefill_args {
 MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle, const mlajit_mla_prefill_args* args,
                                                            size_t* bytes);
 MLAJIT_API mlajit_status mlajit_mla_prefill(mlajit_handle handle, const mlajit_mla_prefill_args* args, void* stream);
+
+/* ---------------------------------------------------------------------------------------------------
+ * FP8 latent cache writer: quantizes bf16 rows kv_c [T, 512] and k_pe [T, 64] into kv_cache (uint8
+ * [num_blocks, block_size, 656], the layout above) at slot_mapping (device int32 [T]: slot s is row
+ * s % block_size of page s / block_size, as engines' slot mappings are; a negative slot skips the token).
+ * Per 128 kv_c values: scale = amax / 448 (amax 0 -> scale 1), e4m3 = round-to-nearest-even(x / scale),
+ * saturating at +-448; k_pe is copied. The other rows of the cache are left as they are. A slot past the
+ * cache is INVALID_ARGUMENT where the host can see it (it cannot see device memory: a device-side slot out
+ * of range is skipped). */
+typedef struct mlajit_quantize_latent_cache_args {
+    size_t struct_size;
+    mlajit_tensor kv_c, k_pe, slot_mapping;
+    mlajit_tensor kv_cache; /* output */
+} mlajit_quantize_latent_cache_args;
+MLAJIT_API mlajit_status mlajit_quantize_latent_cache(mlajit_handle handle, const mlajit_quantize_latent_cache_args* args,
+                                                      void* stream);
 
 /* ---------------------------------------------------------------------------------------------------
  * Cache warmup: compiles into the disk cache (or finds there) every kernel a model's prefill can launch,

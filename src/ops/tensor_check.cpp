@@ -13,11 +13,12 @@ const char* dtype_name(mlajit_dtype d) {
         case MLAJIT_FP32: return "fp32";
         case MLAJIT_INT32: return "int32";
         case MLAJIT_UINT32: return "uint32";
+        case MLAJIT_UINT8: return "uint8";
     }
     return "unknown dtype";
 }
 
-static int64_t dtype_bytes(mlajit_dtype d) { return d == MLAJIT_BF16 ? 2 : 4; }
+static int64_t dtype_bytes(mlajit_dtype d) { return d == MLAJIT_UINT8 ? 1 : d == MLAJIT_BF16 ? 2 : 4; }
 
 std::string shape_str(const mlajit_tensor& t) {
     std::string s = "[";
@@ -59,7 +60,7 @@ TensorSizes check_tensor(const mlajit_tensor& t, const char* name, mlajit_dtype 
     static_assert(sizeof raw_dtype == sizeof t.dtype);
     std::memcpy(&raw_dtype, &t.dtype, sizeof raw_dtype);
     if (raw_dtype != int32_t(dtype)) {
-        if (raw_dtype < MLAJIT_BF16 || raw_dtype > MLAJIT_UINT32)
+        if (raw_dtype < MLAJIT_BF16 || raw_dtype > MLAJIT_UINT8)
             fail_arg("{}: expected dtype {}, got {}, which is no mlajit_dtype", name, dtype_name(dtype), raw_dtype);
         fail_arg("{}: expected dtype {}, got {}", name, dtype_name(dtype), dtype_name(mlajit_dtype(raw_dtype)));
     }
