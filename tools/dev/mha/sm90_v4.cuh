@@ -1,7 +1,7 @@
-// Harness-only EXPERIMENT (variant h90v4), not shipped: kernels_src/mha/sm90.cuh (v3) with a branch-free softmax
-// (diagonal-band tiles in their own loop) and P double-buffered so that the exps never write S. Compiled
-// and SASS-checked (nvdisasm) on 2026-12-03 but never run on a GPU: no device time was left. See
-// docs/perf_mha_notes.md, v4.
+// Harness-only EXPERIMENT (variant h90t1): kernels_src/mha/sm90.cuh v4 plus the knob MJ_V4_TRICK
+// (1: S kept alive past the P V wait by predicated-off shared stores, so that ptxas cannot reuse dead S
+// registers for the exps and hoist the wait above them; 2: a dummy select on dense tiles). SASS: 1 moves
+// the dense exps between the two waits but spills (112 B); 2 changes nothing. See docs/perf_mha_notes.md.
 // mlajit MHA prefill forward, Hopper tier (sm_90a: TMA, mbarriers, wgmma, setmaxnreg).
 // Same contract as the portable tier (MhaFwdParams in mlajit_abi.h: varlen, bottom-right causal, optional
 // top-k bitmask, fp32 lse), with four TMA tensor maps added by the host (MhaFwdSm90Params).
@@ -75,6 +75,9 @@ MJ_DEVICE void ld_shared_v4(unsigned r[4], unsigned addr) {
 MJ_DEVICE void st_global_v4(void* p, const unsigned r[4]) {
     asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
+#ifndef MJ_V4_TRICK
+#define MJ_V4_TRICK 0
+#endif
 template <bool B>
 struct BoolTag {
     static constexpr bool value = B;
@@ -120,6 +123,11 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     // iteration earlier than a joint release would allow.
     unsigned long long* bar_empty_k = bar_v + ST;
     unsigned long long* bar_empty_v = bar_empty_k + ST;
+    // The last key tile of a request whose length is not a multiple of BN: TMA fills its rows past the
+    // request's end with the next request's keys. Their scores are masked (P = 0), but 0 * a NaN or inf in
+    // those V rows would still reach this request's output, so the producer zeroes those V rows once the
+    // tile has landed and arrives here; the consumers' last P V waits for it.
+    unsigned long long* bar_vz = bar_empty_v + ST;
     unsigned* bitmap = (unsigned*)(smem + OFF_BITMAP);
     if (tid == 0) {
         mbar_init(bar_q, 1);
@@ -129,6 +137,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             mbar_init(&bar_empty_k[s], 2 * 128);
             mbar_init(&bar_empty_v[s], 2 * 128);
         }
+        mbar_init(bar_vz, 1);
         fence_barrier_init();
         // Q first: it depends on nothing, so its load overlaps the masked variant's tile scan below.
         const TensorMap* tm_q = reinterpret_cast<const TensorMap*>(&P.tm_q);
@@ -199,8 +208,8 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
             const TensorMap* tm_v = reinterpret_cast<const TensorMap*>(&P.tm_v);
             const int kp_head = P.kp_shared ? 0 : head;
-            int i = 0;
-            for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
+            int i = 0, last = -1;
+            for (int tile = next_tile(-1); tile >= 0; last = tile, tile = next_tile(tile), ++i) {
                 const int s = i % ST;
                 const unsigned free_parity = ((i / ST) & 1) ^ 1;  // the release of this stage's previous use
                 unsigned char* sk = smem + OFF_K + s * STAGE_BYTES;
@@ -214,6 +223,18 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
                 mbar_arrive_expect_tx(&bar_v[s], 2 * BOX_K);
                 tma_load_3d(sk + OFF_V, tm_v, &bar_v[s], 0, head, row);
                 tma_load_3d(sk + OFF_V + BOX_K, tm_v, &bar_v[s], 64, head, row);
+            }
+            if (last >= 0 && (last + 1) * BN > s_k) {  // the request's partial last tile (see bar_vz)
+                const int s = (i - 1) % ST;
+                mbar_wait(&bar_v[s], ((i - 1) / ST) & 1);
+                const int valid = s_k - last * BN;  // rows of this request in the tile
+                unsigned char* sv = smem + OFF_K + s * STAGE_BYTES + OFF_V;
+                // Whole 128-byte rows: the 128-byte swizzle permutes 16-byte chunks within a row only.
+                for (int box = 0; box < 2; ++box)
+                    for (int off16 = valid * 128; off16 < BN * 128; off16 += 16)
+                        *reinterpret_cast<uint4*>(sv + box * BOX_K + off16) = make_uint4(0u, 0u, 0u, 0u);
+                fence_proxy_async();  // the generic-proxy zeros, before the wgmma (async proxy) reads them
+                mbar_arrive(bar_vz);
             }
         }
         return;
@@ -229,6 +250,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     const int w_min_q = off + r_w;          // its key position
     const int qpos0 = w_min_q + g, qpos1 = qpos0 + 8;
     const float sl2 = p.sm_scale_log2;
+    const bool opaque_true = p.max_seqlen_k >= 0;  // experiment knob MJ_V4_TRICK only
 
     // Q descriptors (K-major, 128-byte swizzle, 8-row groups 1024 B apart); k-step ks reads box ks / 4 at
     // byte 32 * (ks % 4) of each row: +2 in the descriptor's 16-byte address units.
@@ -304,6 +326,9 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
+        } else if constexpr (MJ_V4_TRICK == 2 && !DIAG) {
+#pragma unroll
+            for (int j = 0; j < BN; ++j) s[j] = opaque_true ? s[j] : MJ_NEG_INF;
         } else if constexpr (DIAG) {
             const int lim0 = qpos0 - n0 - qd * 2, lim1 = qpos1 - n0 - qd * 2;  // last allowed key - 2 qd
 #pragma unroll
@@ -391,6 +416,13 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         mbar_arrive(&bar_empty_k[stage]);
         softmax(diag_tag, tile, pcur);
         wgmma_wait<0>();
+        if constexpr (MJ_V4_TRICK == 1) {
+            const unsigned sink = smem_u32(smem) + OFF_BITMAP;
+#pragma unroll
+            for (int j = 0; j < BN / 2; j += 4)
+                asm volatile("{.reg .pred p; setp.ne.b32 p, %0, 0;\n@!p st.shared.v4.f32 [%1], {%2,%3,%4,%5};}" ::"r"((unsigned)opaque_true), "r"(sink),
+                             "f"(s[j]), "f"(s[j + 1]), "f"(s[j + 2]), "f"(s[j + 3]) : "memory");
+        }
         fence_regs(o);
         mbar_arrive(&bar_empty_v[prev_stage]);
         rescale();
@@ -415,16 +447,17 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         else softmax(BoolTag<false>{}, tile, pbuf[0]);
         rescale();
         // Each parity is its own inlined copy of the step, so the buffers stay compile-time indexed.
-        int i = 1;
-        for (tile = next_tile(tile); tile >= 0 && !is_diag(tile); tile = next_tile(tile), ++i) {
+        int i = 1, last = tile;
+        for (tile = next_tile(tile); tile >= 0 && !is_diag(tile); last = tile, tile = next_tile(tile), ++i) {
             if (i & 1) step(BoolTag<false>{}, tile, i, pbuf[0], pbuf[1]);
             else step(BoolTag<false>{}, tile, i, pbuf[1], pbuf[0]);
         }
-        for (; tile >= 0; tile = next_tile(tile), ++i) {
+        for (; tile >= 0; last = tile, tile = next_tile(tile), ++i) {
             if (i & 1) step(BoolTag<true>{}, tile, i, pbuf[0], pbuf[1]);
             else step(BoolTag<true>{}, tile, i, pbuf[1], pbuf[0]);
         }
         mbar_wait(&bar_v[prev_stage], prev_phase);
+        if ((last + 1) * BN > s_k) mbar_wait(bar_vz, 0);  // its V rows past the request zeroed
         turn_begin();
         if (i & 1) issue_pv(prev_stage, pbuf[0]);  // P of tile i-1
         else issue_pv(prev_stage, pbuf[1]);
