@@ -11,10 +11,7 @@
 //     registers, V N-major from shared memory). Intra-warpgroup overlap: the Q K^T of tile i is issued
 //     together with the P V of tile i-1, so the softmax of tile i runs while the tensor cores finish
 //     P V(i-1). MJ_PINGPONG=1 also orders the two warpgroups' GEMM issue through named barriers, so one
-//     warpgroup's softmax overlaps the other's GEMMs. The softmax has no data-dependent branch (ptxas
-//     completes all wgmma in flight before a divergent join, which would undo that overlap): tiles crossing
-//     the block's diagonal band run in their own loop with the causal test, and P alternates between two
-//     register buffers so the exps never write into S (v4; v3 measured side by side in tools/dev/mha).
+//     warpgroup's softmax overlaps the other's GEMMs.
 //   Epilogue: O normalized, staged through the warpgroup's own (dead) Q rows, 16-byte coalesced stores.
 //
 // SUPPORTED CONFIGS (MJ_BLOCK_M, MJ_BLOCK_N, MJ_STAGES, MJ_PINGPONG): (128, 128, 2, 0|1)
@@ -74,10 +71,6 @@ MJ_DEVICE void ld_shared_v4(unsigned r[4], unsigned addr) {
 MJ_DEVICE void st_global_v4(void* p, const unsigned r[4]) {
     asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
-template <bool B>
-struct BoolTag {
-    static constexpr bool value = B;
-};
 template <int N>
 MJ_DEVICE void fence_regs(float (&r)[N]) {
 #pragma unroll
@@ -257,10 +250,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
 #pragma unroll
     for (int j = 0; j < 64; ++j) o[j] = 0.f;
     float s[64];
-    // P of tile i (bf16 A fragments of its P V) lives in pbuf[i & 1]: the softmax of tile i writes one
-    // buffer while the P V of tile i-1 reads the other. (One buffer plus a copy does not work: ptxas
-    // merges the two and then serializes every wgmma, C7513.)
-    unsigned pbuf[2][BN / 16][4];
+    unsigned pf[BN / 16][4];
     float row_max[2] = {MJ_NEG_INF, MJ_NEG_INF};  // raw (unscaled) running max of the two rows
     float row_sum[2] = {0.f, 0.f};                // this thread's partial sums; quad-reduced at the end
 
@@ -274,13 +264,13 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         }
         wgmma_commit();
     };
-    auto issue_pv = [&](int stage, const unsigned (&pin)[BN / 16][4]) {
+    auto issue_pv = [&](int stage) {
         // V tile: [key][dv] rows of 128 B per 64-column box = B in N-major form: 8-key groups 1024 B apart
         // (stride offset), the second 64-column box BOX_K further (leading offset); k16 step = 16 rows.
         unsigned char* sv = smem + OFF_K + stage * STAGE_BYTES + OFF_V;
         wgmma_fence();
 #pragma unroll
-        for (int t = 0; t < BN / 16; ++t) wgmma_m64n128k16_rs<1>(o, pin[t], smem_desc(sv + t * 16 * 128, 128, 1024, BOX_K), 1);
+        for (int t = 0; t < BN / 16; ++t) wgmma_m64n128k16_rs<1>(o, pf[t], smem_desc(sv + t * 16 * 128, 128, 1024, BOX_K), 1);
         wgmma_commit();
     };
     // Mask words of this thread's rows for a tile: [k] row g, [WPT + k] row g + 8 (0 past the request).
@@ -298,30 +288,31 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     // Causal limit and mask on S, then the online-softmax statistics; S becomes exp2 values in place and
     // alpha the factor that rescales what O and the row sums held before this tile.
     float alpha[2];
-    // Branch-free on purpose: ptxas completes every wgmma in flight before a divergent branch's join
-    // point (seen in the SASS: the wait for P V(i-1) hoisted above the exps), which would serialize the
-    // softmax with P V. So the causal test is chosen per tile by the caller (DIAG: the tile crosses the
-    // block's diagonal band), not by a branch here, and the mask test is applied to every score.
-    auto softmax = [&](auto diag_tag, int tile, unsigned (&pn)[BN / 16][4]) {
-        constexpr bool DIAG = decltype(diag_tag)::value;
+    auto softmax = [&](int tile) {
         const int n0 = tile * BN;
+        const bool diag = n0 + BN - 1 > w_min_q;  // only tiles crossing some row's diagonal need the causal test
         if constexpr (MJ_MASKED) {
-            unsigned m[2 * WPT];
+            unsigned m[2 * WPT], all = ~0u;
 #pragma unroll
             for (int k = 0; k < 2 * WPT; ++k) {
                 unsigned w = mw[k];
-                if constexpr (DIAG) {
+                if (diag) {
                     const int d = (k < WPT ? qpos0 : qpos1) - n0 - 32 * (k % WPT);  // last allowed bit
                     w &= d < 0 ? 0u : (d >= 31 ? ~0u : (2u << d) - 1u);
                 }
+                all &= w;
                 m[k] = w >> (qd * 2);
             }
+            // A top-k row whose causal prefix has <= k keys attends all of it: when the warp's 16 rows all
+            // do, the per-score bit tests (2 instructions a score) are skipped.
+            if (!__all_sync(0xffffffffu, all == ~0u)) {
 #pragma unroll
-            for (int j = 0; j < BN / 8; ++j)
+                for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
-        } else if constexpr (DIAG) {
+                    for (int e = 0; e < 4; ++e)
+                        if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
+            }
+        } else if (diag) {
             const int lim0 = qpos0 - n0 - qd * 2, lim1 = qpos1 - n0 - qd * 2;  // last allowed key - 2 qd
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j)
@@ -345,33 +336,33 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             alpha[i] = mj_exp2(row_max[i] * sl2 - msub[i]);
             row_max[i] = mx[i];
         }
-        // P goes straight into pn (bf16 A fragments of the next P V: S's 8-column blocks 2t, 2t+1 are the
-        // k16 step t), never back into S: ptxas completes all wgmma in flight before the first in-place
-        // write to an accumulator register, which would serialize these exps with P V(i-1).
         float sum[2] = {0.f, 0.f};
 #pragma unroll
-        for (int t = 0; t < BN / 16; ++t) {
-            float e8[8];
+        for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
-            for (int q = 0; q < 8; ++q) e8[q] = mj_exp2(fmaf(s[8 * t + q], sl2, -msub[(q >> 1) & 1]));
-            sum[0] += (e8[0] + e8[1]) + (e8[4] + e8[5]);
-            sum[1] += (e8[2] + e8[3]) + (e8[6] + e8[7]);
-            pn[t][0] = mj_pack_bf16x2(e8[0], e8[1]);
-            pn[t][1] = mj_pack_bf16x2(e8[2], e8[3]);
-            pn[t][2] = mj_pack_bf16x2(e8[4], e8[5]);
-            pn[t][3] = mj_pack_bf16x2(e8[6], e8[7]);
+            for (int e = 0; e < 4; ++e) s[4 * j + e] = mj_exp2(fmaf(s[4 * j + e], sl2, -msub[e >> 1]));
+            sum[0] += s[4 * j] + s[4 * j + 1];
+            sum[1] += s[4 * j + 2] + s[4 * j + 3];
         }
         row_sum[0] = row_sum[0] * alpha[0] + sum[0];
         row_sum[1] = row_sum[1] * alpha[1] + sum[1];
     };
-    // After the P V that read the previous P has completed: rescale O.
-    auto rescale = [&]() {
+    // After the P V that read the previous P has completed: rescale O, pack this tile's P as the A
+    // fragments of the next P V (S's 8-column blocks 2t, 2t+1 are exactly the k16 step t).
+    auto rescale_and_pack = [&]() {
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
             o[4 * j] *= alpha[0];
             o[4 * j + 1] *= alpha[0];
             o[4 * j + 2] *= alpha[1];
             o[4 * j + 3] *= alpha[1];
+        }
+#pragma unroll
+        for (int t = 0; t < BN / 16; ++t) {
+            pf[t][0] = mj_pack_bf16x2(s[8 * t], s[8 * t + 1]);
+            pf[t][1] = mj_pack_bf16x2(s[8 * t + 2], s[8 * t + 3]);
+            pf[t][2] = mj_pack_bf16x2(s[8 * t + 4], s[8 * t + 5]);
+            pf[t][3] = mj_pack_bf16x2(s[8 * t + 6], s[8 * t + 7]);
         }
     };
     // Ping-pong: a warpgroup issues its GEMMs only in its turn and hands the turn over right after, so the
@@ -387,34 +378,6 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         }
     };
 
-    // Tiles wholly at or below the diagonal of the block's first row need no causal test; the others
-    // (at most two per block, the last ones) take the DIAG softmax.
-    auto is_diag = [&](int t) { return t * BN + BN - 1 > off + m0; };
-    int prev_stage = 0;
-    unsigned prev_phase = 0;
-    // Tile i > 0 of the block's list: S_i with P V(i-1) in flight behind it.
-    auto step = [&](auto diag_tag, int tile, int i, const unsigned (&pprev)[BN / 16][4], unsigned (&pcur)[BN / 16][4]) {
-        const int stage = i % ST;
-        const unsigned phase = (i / ST) & 1;
-        mbar_wait(&bar_k[stage], phase);
-        load_mask(tile);
-        turn_begin();
-        issue_qk(stage);
-        mbar_wait(&bar_v[prev_stage], prev_phase);
-        issue_pv(prev_stage, pprev);
-        turn_end(false);
-        wgmma_wait<1>();  // S of this tile done; P V of the previous one may still run
-        fence_regs(s);
-        mbar_arrive(&bar_empty_k[stage]);
-        softmax(diag_tag, tile, pcur);
-        wgmma_wait<0>();
-        fence_regs(o);
-        mbar_arrive(&bar_empty_v[prev_stage]);
-        rescale();
-        prev_stage = stage;
-        prev_phase = phase;
-    };
-
     mbar_wait(bar_q, 0);
     int tile = next_tile(-1);
     if (tile >= 0) {
@@ -428,24 +391,36 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         wgmma_wait<0>();
         fence_regs(s);
         mbar_arrive(&bar_empty_k[0]);
-        if (is_diag(tile)) softmax(BoolTag<true>{}, tile, pbuf[0]);
-        else softmax(BoolTag<false>{}, tile, pbuf[0]);
-        rescale();
-        // Each parity is its own inlined copy of the step, so the buffers stay compile-time indexed.
+        softmax(tile);
+        rescale_and_pack();
+        int prev_stage = 0;
+        unsigned prev_phase = 0;
         int i = 1, last = tile;
-        for (tile = next_tile(tile); tile >= 0 && !is_diag(tile); last = tile, tile = next_tile(tile), ++i) {
-            if (i & 1) step(BoolTag<false>{}, tile, i, pbuf[0], pbuf[1]);
-            else step(BoolTag<false>{}, tile, i, pbuf[1], pbuf[0]);
-        }
-        for (; tile >= 0; last = tile, tile = next_tile(tile), ++i) {
-            if (i & 1) step(BoolTag<true>{}, tile, i, pbuf[0], pbuf[1]);
-            else step(BoolTag<true>{}, tile, i, pbuf[1], pbuf[0]);
+        for (tile = next_tile(tile); tile >= 0; last = tile, tile = next_tile(tile), ++i) {
+            const int stage = i % ST;
+            const unsigned phase = (i / ST) & 1;
+            mbar_wait(&bar_k[stage], phase);
+            load_mask(tile);
+            turn_begin();
+            issue_qk(stage);
+            mbar_wait(&bar_v[prev_stage], prev_phase);
+            issue_pv(prev_stage);
+            turn_end(false);
+            wgmma_wait<1>();  // S of this tile done; P V of the previous one may still run
+            fence_regs(s);
+            mbar_arrive(&bar_empty_k[stage]);
+            softmax(tile);
+            wgmma_wait<0>();
+            fence_regs(o);
+            mbar_arrive(&bar_empty_v[prev_stage]);
+            rescale_and_pack();
+            prev_stage = stage;
+            prev_phase = phase;
         }
         mbar_wait(&bar_v[prev_stage], prev_phase);
         if ((last + 1) * BN > s_k) mbar_wait(bar_vz, 0);  // its V rows past the request zeroed
         turn_begin();
-        if (i & 1) issue_pv(prev_stage, pbuf[0]);  // P of tile i-1
-        else issue_pv(prev_stage, pbuf[1]);
+        issue_pv(prev_stage);
         turn_end(true);
         wgmma_wait<0>();
         fence_regs(o);

@@ -40,8 +40,8 @@ for pp in 0 1; do
     mha90 ${n}_d 0 $pp & pids+=($!)
     mha90 ${n}_m 1 $pp & pids+=($!)
 done
-mha90 h90v3_d 0 1 -DWV3 & pids+=($!)
-mha90 h90v3_m 1 1 -DWV3 & pids+=($!)
+mha90 h90v4_d 0 1 -DWV4 & pids+=($!)
+mha90 h90v4_m 1 1 -DWV4 & pids+=($!)
 mha90 h90t1_d 0 1 -DWV4 -DMJ_V4_TRICK=1 & pids+=($!)
 mha90 h90t1_m 1 1 -DWV4 -DMJ_V4_TRICK=1 & pids+=($!)
 msk rpb4 4 & pids+=($!)

@@ -2,13 +2,15 @@
 # Issue 12 in one device call, steps in priority order under one deadline (the call must end inside its
 # budget): the library build starts in the background at once (16 cores), the harness (nvcc) builds beside
 # it; then the harness checks (float64, small cases incl. NaN in the next request's K/V), the library's MHA
-# GPU tests (both tiers), the harness timing (v4 = shipped, v3, the t1 experiment) with cuDNN SDPA in the
-# same call, mlajit-bench (mha, masked at h 128/16, S 8192), and sanitizers on the shipped kernel last.
-# Run from the repository root: OUT=... bash tools/dev/mha/run_issue12.sh [TOTAL_SECONDS]   (default 200)
+# GPU tests (both tiers), the harness timing (shipped h90pp/h90np, the v4 and t1 experiments) with cuDNN
+# SDPA in the same call, mlajit-bench (mha, masked at h 128/16, S 8192), and sanitizers on h90pp last.
+# (Run 2026-12-03 with v4 as the shipped candidate: the library's MHA tests needed more than the 40 s box,
+# their cold NVRTC compiles over both tiers included; give them 120 s.)
+# Run from the repository root: OUT=... bash tools/dev/mha/run_issue12.sh [TOTAL_SECONDS]   (default 300)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 here=tools/dev/mha
-total="${1:-200}"
+total="${1:-300}"
 OUT="${OUT:-/tmp/mha12}"; mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $(( total - ($(date +%s) - start) )); }
@@ -30,11 +32,11 @@ prefix=()
 lib_pid=$!
 step hbuild 90 "$here/build.sh" /tmp/mhab
 grep -E "^h90" "$OUT/hbuild.log"
-VARS=h90pp,h90np,h90v3,h90t1
+VARS=h90pp,h90np,h90v4,h90t1
 step hcheck 50 /tmp/mhab/harness --no-perf --only "$VARS"
 wait "$lib_pid"; echo "lib_build rc=$? at $(( $(date +%s) - start ))s" >>"$OUT/table.txt"
 export MLAJIT_CACHE_DIR=/tmp/mha12-cache
-step gpu_tests 40 build-gpu/mlajit_gpu_tests '--test-case=*MHA*'
+step gpu_tests 120 build-gpu/mlajit_gpu_tests '--test-case=*MHA*'
 step hperf 40 /tmp/mhab/harness --no-check --only "$VARS"
 step cudnn 30 python3 "$here/cudnn_ref.py" 128:8192 16:8192 16:16384
 step bench 30 build-gpu/mlajit-bench --ops mha,masked --heads 128,16 --s-q 8192 --reps 10 --csv "$OUT/bench.csv"

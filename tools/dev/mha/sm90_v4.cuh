@@ -1,7 +1,8 @@
-// Harness-only EXPERIMENT (variant h90t1): kernels_src/mha/sm90.cuh v4 plus the knob MJ_V4_TRICK
-// (1: S kept alive past the P V wait by predicated-off shared stores, so that ptxas cannot reuse dead S
-// registers for the exps and hoist the wait above them; 2: a dummy select on dense tiles). SASS: 1 moves
-// the dense exps between the two waits but spills (112 B); 2 changes nothing. See docs/perf_mha_notes.md.
+// Harness-only EXPERIMENT (variants h90v4, h90t1), NOT shipped: kernels_src/mha/sm90.cuh (v3) with a
+// branch-free softmax (diagonal-band tiles in their own loop), P double-buffered so the exps never write S,
+// and v3's zeroing of V rows past the request. Knob MJ_V4_TRICK (h90t1 = 1): S kept alive past the P V wait
+// by predicated-off shared stores (moves the dense exps between the two waits, but spills 112 B).
+// Measured on the H200 2026-12-03 (docs/perf_mha_notes.md, v4): v4 0-2 % slower than v3, t1 4-14 % slower.
 // mlajit MHA prefill forward, Hopper tier (sm_90a: TMA, mbarriers, wgmma, setmaxnreg).
 // Same contract as the portable tier (MhaFwdParams in mlajit_abi.h: varlen, bottom-right causal, optional
 // top-k bitmask, fp32 lse), with four TMA tensor maps added by the host (MhaFwdSm90Params).

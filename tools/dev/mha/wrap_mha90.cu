@@ -20,9 +20,7 @@ constexpr int MJ_ARCH = 90;
 #define mlajit_mha_fwd_sm90 MJ_CAT(kern_, WNAME)
 #include "sm90.cuh"  // first: inside mha/sm90.cuh nvcc would resolve "sm90.cuh" to that file itself
 #if defined(WV4)
-#include "sm90_v4.cuh"  // v4 with the experiment knob MJ_V4_TRICK, for side-by-side timing
-#elif defined(WV3)
-#include "sm90_v3.cuh"  // the previous shipped version, for side-by-side timing
+#include "sm90_v4.cuh"  // the unshipped v4 experiment (knob MJ_V4_TRICK), for side-by-side timing
 #else
 #include "mha/sm90.cuh"
 #endif
