@@ -68,10 +68,16 @@ double causal_pairs(long s_q, long s_k) {
 // s_k 64k: L2 misses over 64k latent rows). Counting all topk instead of the valid ones gave rms 38 %:
 // the kernel skips all-padding index tiles. The predicted winner matches the measured one on 48/48
 // masked cells.
+// Masked attention refitted 2026-12-03 to the Hopper tier (kernels_src/mha/sm90.cuh v3, the default on
+// sm_90a; the 12-02 calibration above ran the portable tier, ~280 TFLOP/s): the kernel alone, mask build
+// excluded, median of 15 (tools/dev/mha harness, docs/calibration/mha_sm90_rates_2026-12-03.md): h 128 S 8k
+// 5.507 ms, h 16 S 8k 0.701 ms, h 16 S 16k 2.441 ms (top-2048 masks, no tile skippable: the work is the
+// dense causal work) -> 539.5 TFLOP/s + 56.4 us, worst cell 6.7 %. Dense on the same tier fits 752.5
+// TFLOP/s + 57.5 us (the planner's MHA path is the masked one whenever s_k > topk, so only masked is used).
 KernelRates h200_mlajit_rates() {
     KernelRates r = h200_anchor_rates();
     r.upproj = {505.8, 0.0};
-    r.mha_attn = {283.3, 0.0661};
+    r.mha_attn = {539.5, 0.0564};
     r.mqa_tiles = {{16, 16, {125.9, 0.0012}}, {32, 32, {169.2, 0.0584}}, {128, 64, {293.5, 0.0699}}};
     r.mqa_attn = r.mqa_tiles.back().rate;
     r.mqa_head_tile = 64;

@@ -592,8 +592,10 @@ TEST_CASE("planner: crossovers derived from cells, and the measuring hook") {
 
 TEST_CASE("planner: mlajit's own H200 rates reproduce its calibration run") {
     // Cells of docs/calibration/NVIDIA_H200_2026-12-02.json (whole mlajit_mla_prefill paths, ms), which the
-    // rates were fitted to: the model must land within the fit's worst error (12.3 %) plus a margin, and
-    // pick the measured winner where it is not a near tie.
+    // sparse MQA rates were fitted to: the model must land within the fit's worst error (12.3 %) plus a
+    // margin. That run's MHA path was the portable tier; the masked-attention rate now follows the Hopper
+    // tier (2026-12-03 kernel times below), so its MHA column only gives the winners: MHA got faster, and
+    // every cell it won it still wins; the cells MQA won stay MQA's in the model by at least 30 %.
     struct Cell {
         int heads;
         long s_q, s_k;
@@ -608,9 +610,21 @@ TEST_CASE("planner: mlajit's own H200 rates reproduce its calibration run") {
         CAPTURE(c.s_q);
         CAPTURE(c.s_k);
         const PathTimes t = m.predict({c.s_q, c.s_k, c.heads, kTopk});
-        CHECK(t.mha_ms == doctest::Approx(c.mha_ms).epsilon(0.15));
         CHECK(t.mqa_ms == doctest::Approx(c.mqa_ms).epsilon(0.15));
         CHECK((t.mha_ms < t.mqa_ms) == (c.mha_ms < c.mqa_ms));
+        if (c.mha_ms > c.mqa_ms) CHECK(t.mha_ms > 1.3 * t.mqa_ms);
+    }
+    // Masked attention alone (Hopper tier, H200 2026-12-03, mask build excluded): within the fit's worst
+    // error (6.7 %) plus a margin.
+    struct KernelCell {
+        int heads;
+        long s;
+        double ms;
+    };
+    for (const KernelCell& k : {KernelCell{128, 8192, 5.507}, KernelCell{16, 8192, 0.701}, KernelCell{16, 16384, 2.441}}) {
+        CAPTURE(k.heads);
+        CAPTURE(k.s);
+        CHECK(m.mha({k.s, k.s, k.heads, kTopk}, true).attn_ms == doctest::Approx(k.ms).epsilon(0.10));
     }
     // Padding: 16 heads run the 16-head tile (no padding to 64), and its work follows the valid indices.
     CHECK(m.mqa_tile(16).tile == 16);
