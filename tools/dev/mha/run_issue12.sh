@@ -32,7 +32,7 @@ prefix=()
 lib_pid=$!
 step hbuild 90 "$here/build.sh" /tmp/mhab
 grep -E "^h90" "$OUT/hbuild.log"
-VARS=h90pp,h90np,h90v4,h90t1
+VARS=h90pp,h90v4,h90t3
 step hcheck 50 /tmp/mhab/harness --no-perf --only "$VARS"
 wait "$lib_pid"; echo "lib_build rc=$? at $(( $(date +%s) - start ))s" >>"$OUT/table.txt"
 export MLAJIT_CACHE_DIR=/tmp/mha12-cache

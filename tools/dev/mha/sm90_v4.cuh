@@ -1,7 +1,8 @@
 // Harness-only EXPERIMENT (variants h90v4, h90t1), NOT shipped: kernels_src/mha/sm90.cuh (v3) with a
 // branch-free softmax (diagonal-band tiles in their own loop), P double-buffered so the exps never write S,
 // and v3's zeroing of V rows past the request. Knob MJ_V4_TRICK (h90t1 = 1): S kept alive past the P V wait
-// by predicated-off shared stores (moves the dense exps between the two waits, but spills 112 B).
+// by predicated-off shared stores (moves the dense exps between the two waits, but spills 112 B); knob 3:
+// mask words prefetched one tile ahead (compiled and SASS-read, NOT yet run: no harness variant yet).
 // Measured on the H200 2026-12-03 (docs/perf_mha_notes.md, v4): v4 0-2 % slower than v3, t1 4-14 % slower.
 // mlajit MHA prefill forward, Hopper tier (sm_90a: TMA, mbarriers, wgmma, setmaxnreg).
 // Same contract as the portable tier (MhaFwdParams in mlajit_abi.h: varlen, bottom-right causal, optional
@@ -401,12 +402,18 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     auto is_diag = [&](int t) { return t * BN + BN - 1 > off + m0; };
     int prev_stage = 0;
     unsigned prev_phase = 0;
+    // Knob 3: the next tile's mask words are loaded right after this tile's softmax consumed mw, a whole
+    // tile ahead of their use (instead of during the Q K^T that precedes their use). Branch-free: past the
+    // last tile it reloads the current one.
+    auto prefetch_mask = [&](int t) {
+        if constexpr (MJ_V4_TRICK == 3) load_mask(max(next_tile(t), t));
+    };
     // Tile i > 0 of the block's list: S_i with P V(i-1) in flight behind it.
     auto step = [&](auto diag_tag, int tile, int i, const unsigned (&pprev)[BN / 16][4], unsigned (&pcur)[BN / 16][4]) {
         const int stage = i % ST;
         const unsigned phase = (i / ST) & 1;
         mbar_wait(&bar_k[stage], phase);
-        load_mask(tile);
+        if constexpr (MJ_V4_TRICK != 3) load_mask(tile);
         turn_begin();
         issue_qk(stage);
         mbar_wait(&bar_v[prev_stage], prev_phase);
@@ -416,6 +423,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         fence_regs(s);
         mbar_arrive(&bar_empty_k[stage]);
         softmax(diag_tag, tile, pcur);
+        prefetch_mask(tile);
         wgmma_wait<0>();
         if constexpr (MJ_V4_TRICK == 1) {
             const unsigned sink = smem_u32(smem) + OFF_BITMAP;
@@ -446,6 +454,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         mbar_arrive(&bar_empty_k[0]);
         if (is_diag(tile)) softmax(BoolTag<true>{}, tile, pbuf[0]);
         else softmax(BoolTag<false>{}, tile, pbuf[0]);
+        prefetch_mask(tile);
         rescale();
         // Each parity is its own inlined copy of the step, so the buffers stay compile-time indexed.
         int i = 1, last = tile;
