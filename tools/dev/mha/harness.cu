@@ -43,10 +43,11 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 // h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers;
 // h90v4: the unshipped v4 experiment (tools/dev/mha/sm90_v4.cuh, ping-pong; measured 2026-12-03: 0-2 % slower
 // than v3); h90t1: v4 with S kept alive past the P V wait (knob MJ_V4_TRICK=1; spills, 4-14 % slower);
-// h90t3: v4 with the mask words prefetched one tile ahead (knob 3; not yet run).
+// h90t3: v4 with the mask words prefetched one tile ahead (knob 3); h90t4: v4 with the mask words through
+// their own shared-memory stage, filled by the producer warpgroup's idle warps (knob 4). 3, 4: not yet run.
 #define MHA_VARIANTS(X) \
     X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128) X(h90pp, 128) X(h90np, 128) \
-    X(h90v4, 128) X(h90t1, 128) X(h90t3, 128)
+    X(h90v4, 128) X(h90t1, 128) X(h90t3, 128) X(h90t4, 128)
 #define DECL_MHA(n, bm)                                                      \
     extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
     extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);

@@ -7,7 +7,7 @@
 # (Run 2026-12-03 with v4 as the shipped candidate: the library's MHA tests needed more than the 40 s box,
 # their cold NVRTC compiles over both tiers included; give them 120 s.)
 # Run from the repository root: OUT=... bash tools/dev/mha/run_issue12.sh [TOTAL_SECONDS]   (default 300)
-# MJ_NCU=1 adds ncu (stall reasons, instruction stats) of MJ_NCU_VARIANTS (default h90pp,h90t3) after the timing.
+# MJ_NCU=1 adds ncu (stall reasons, instruction stats) of MJ_NCU_VARIANTS (default h90pp,h90t4) after the timing.
 # Device time: the 2026-12-03 call ran 133 s of command and cost 221 s of budget (cold start and the 30 s
 # idle hold included): call give_back right after the last call of a session.
 set -uo pipefail
@@ -35,7 +35,7 @@ prefix=()
 lib_pid=$!
 step hbuild 90 "$here/build.sh" /tmp/mhab
 grep -E "^h90" "$OUT/hbuild.log"
-VARS=h90pp,h90v4,h90t3
+VARS=h90pp,h90v4,h90t3,h90t4
 step hcheck 50 /tmp/mhab/harness --no-perf --only "$VARS"
 wait "$lib_pid"; echo "lib_build rc=$? at $(( $(date +%s) - start ))s" >>"$OUT/table.txt"
 export MLAJIT_CACHE_DIR=/tmp/mha12-cache
@@ -44,11 +44,11 @@ step hperf 40 /tmp/mhab/harness --no-check --only "$VARS"
 step cudnn 30 python3 "$here/cudnn_ref.py" 128:8192 16:8192 16:16384
 if [ "${MJ_NCU:-0}" = 1 ]; then  # stall reasons, dense vs masked, h=128 S=8192 (one launch each per variant)
   step ncu 90 ncu --clock-control none -k regex:kern_h90 --launch-count 4 --section SpeedOfLight --section WarpStateStats \
-    --section SchedulerStats --section InstructionStats /tmp/mhab/harness --ncu --only "${MJ_NCU_VARIANTS:-h90pp,h90t3}"
+    --section SchedulerStats --section InstructionStats /tmp/mhab/harness --ncu --only "${MJ_NCU_VARIANTS:-h90pp,h90t4}"
 fi
 step bench 30 build-gpu/mlajit-bench --ops mha,masked --heads 128,16 --s-q 8192 --reps 10 --csv "$OUT/bench.csv"
 for tool in memcheck racecheck synccheck; do
-  step "san_$tool" 25 compute-sanitizer --tool $tool --print-limit 5 /tmp/mhab/harness --no-perf --quick --only h90pp
+  step "san_$tool" 25 compute-sanitizer --tool $tool --print-limit 5 /tmp/mhab/harness --no-perf --quick --only "${MJ_SAN_VARIANTS:-h90pp,h90t4}"
 done
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader >>"$OUT/gpu.txt"
 cat "$OUT/table.txt" "$OUT/gpu.txt"

@@ -2,7 +2,8 @@
 // branch-free softmax (diagonal-band tiles in their own loop), P double-buffered so the exps never write S,
 // and v3's zeroing of V rows past the request. Knob MJ_V4_TRICK (h90t1 = 1): S kept alive past the P V wait
 // by predicated-off shared stores (moves the dense exps between the two waits, but spills 112 B); knob 3:
-// mask words prefetched one tile ahead (compiled and SASS-read, NOT yet run: no harness variant yet).
+// mask words prefetched one tile ahead (h90t3); knob 4: mask words through their own shared-memory stage
+// filled by the producer warpgroup's idle warps (h90t4). 3 and 4 compiled and SASS-read, NOT yet run.
 // Measured on the H200 2026-12-03 (docs/perf_mha_notes.md, v4): v4 0-2 % slower than v3, t1 4-14 % slower.
 // mlajit MHA prefill forward, Hopper tier (sm_90a: TMA, mbarriers, wgmma, setmaxnreg).
 // Same contract as the portable tier (MhaFwdParams in mlajit_abi.h: varlen, bottom-right causal, optional
@@ -64,6 +65,12 @@ constexpr int BITMAP_TILES = BITMAP_WORDS * 32;
 static_assert(1024 + OFF_BITMAP + 4 * BITMAP_WORDS == mj_mha90_smem_bytes(BM, BN, ST, DQK, MJ_D_V),
               "mha_fwd_sm90: shared-memory layout disagrees with mj_mha90_smem_bytes");
 constexpr int WPT = BN / 32;  // mask words per key tile and row
+// Knob 4: a mask stage per K stage, [BM rows][WPT words] (16 B a row), filled by the producer warpgroup's
+// warps 1-3; the host must allocate ST * MSTAGE_BYTES more (tools/dev/mha/wrap_mha90.cu does).
+constexpr bool MASK_STAGE = MJ_MASKED && MJ_V4_TRICK == 4;
+constexpr int OFF_MSTAGE = OFF_BITMAP + 4 * BITMAP_WORDS;
+constexpr int MSTAGE_BYTES = BM * WPT * 4;
+static_assert(WPT == 4 && OFF_MSTAGE % 16 == 0, "mask stage rows are one 16-byte vector");
 // Register split after setmaxnreg: the producer needs few, the consumers hold S (64), O (64) and P (32)
 // fp32/bf16x2 registers per thread. 24 * 128 + 240 * 256 = 64512 = 168 * 384, the launch allocation.
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
@@ -71,6 +78,9 @@ constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 constexpr int BAR_TURN = 1, BAR_EPI = 3;
 
 MJ_DEVICE void st_shared_b32(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory"); }
+MJ_DEVICE void st_shared_v4(unsigned addr, const unsigned r[4]) {
+    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
 MJ_DEVICE void ld_shared_v4(unsigned r[4], unsigned addr) {
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
 }
@@ -130,6 +140,8 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     // those V rows would still reach this request's output, so the producer zeroes those V rows once the
     // tile has landed and arrives here; the consumers' last P V waits for it.
     unsigned long long* bar_vz = bar_empty_v + ST;
+    unsigned long long* bar_m = bar_vz + 1;          // knob 4, [ST]: a stage's mask words written (96 arrivals)
+    unsigned long long* bar_empty_m = bar_m + ST;    // knob 4, [ST]: both consumers done with them (256)
     unsigned* bitmap = (unsigned*)(smem + OFF_BITMAP);
     if (tid == 0) {
         mbar_init(bar_q, 1);
@@ -140,6 +152,11 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
             mbar_init(&bar_empty_v[s], 2 * 128);
         }
         mbar_init(bar_vz, 1);
+        if constexpr (MASK_STAGE)
+            for (int s = 0; s < ST; ++s) {
+                mbar_init(&bar_m[s], 96);
+                mbar_init(&bar_empty_m[s], 2 * 128);
+            }
         fence_barrier_init();
         // Q first: it depends on nothing, so its load overlaps the masked variant's tile scan below.
         const TensorMap* tm_q = reinterpret_cast<const TensorMap*>(&P.tm_q);
@@ -205,6 +222,22 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     if (wg == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<PRODUCER_REGS>();
+        if constexpr (MASK_STAGE) {
+            if (tid >= 32) {  // warps 1-3: each visited tile's mask words into its stage, ST tiles ahead at most
+                int i = 0;
+                for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
+                    const int s = i % ST;
+                    if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
+                    // One word per item (the copy warps hold 24 registers: a row of 4 at once spilled).
+                    const unsigned dst = smem_u32(smem + OFF_MSTAGE + s * MSTAGE_BYTES);
+                    for (int j = tid - 32; j < BM * WPT; j += 96) {
+                        const int r = j / WPT, wi = tile * WPT + j % WPT;
+                        st_shared_b32(dst + 4 * j, (r < rows && wi < n_mwords) ? __ldg(gmask + (mj_i64)r * p.mask_stride_row + wi) : 0u);
+                    }
+                    mbar_arrive(&bar_m[s]);  // release: the stores above are visible to a consumer's wait
+                }
+            }
+        }
         if (tid == 0) {
             const TensorMap* tm_kn = reinterpret_cast<const TensorMap*>(&P.tm_k_nope);
             const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
@@ -408,12 +441,26 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
     auto prefetch_mask = [&](int t) {
         if constexpr (MJ_V4_TRICK == 3) load_mask(max(next_tile(t), t));
     };
+    // Knob 4: this thread's two rows of a stage's mask words, two 16-byte shared loads (the four threads of
+    // a quad read the same row: a broadcast), after the copy warps' arrival.
+    const unsigned mstage_row0 = smem_u32(smem + OFF_MSTAGE) + (r_w - m0 + g) * 16;
+    auto load_mask_stage = [&](int stage, unsigned phase) {
+        if constexpr (MASK_STAGE) {
+            mbar_wait(&bar_m[stage], phase);
+            ld_shared_v4(mw, mstage_row0 + stage * MSTAGE_BYTES);
+            ld_shared_v4(mw + WPT, mstage_row0 + stage * MSTAGE_BYTES + 8 * 16);
+        }
+    };
+    auto release_mask_stage = [&](int stage) {
+        if constexpr (MASK_STAGE) mbar_arrive(&bar_empty_m[stage]);
+    };
     // Tile i > 0 of the block's list: S_i with P V(i-1) in flight behind it.
     auto step = [&](auto diag_tag, int tile, int i, const unsigned (&pprev)[BN / 16][4], unsigned (&pcur)[BN / 16][4]) {
         const int stage = i % ST;
         const unsigned phase = (i / ST) & 1;
         mbar_wait(&bar_k[stage], phase);
-        if constexpr (MJ_V4_TRICK != 3) load_mask(tile);
+        if constexpr (MJ_V4_TRICK == 4) load_mask_stage(stage, phase);
+        else if constexpr (MJ_V4_TRICK != 3) load_mask(tile);
         turn_begin();
         issue_qk(stage);
         mbar_wait(&bar_v[prev_stage], prev_phase);
@@ -424,6 +471,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         mbar_arrive(&bar_empty_k[stage]);
         softmax(diag_tag, tile, pcur);
         prefetch_mask(tile);
+        release_mask_stage(stage);
         wgmma_wait<0>();
         if constexpr (MJ_V4_TRICK == 1) {
             const unsigned sink = smem_u32(smem) + OFF_BITMAP;
@@ -445,7 +493,8 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         if (MJ_PINGPONG && c == 1) named_bar_arrive(BAR_TURN + 0, 256);
         // tile 0: S only
         mbar_wait(&bar_k[0], 0);
-        load_mask(tile);
+        if constexpr (MJ_V4_TRICK == 4) load_mask_stage(0, 0);
+        else load_mask(tile);
         turn_begin();
         issue_qk(0);
         turn_end(false);
@@ -455,6 +504,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm9
         if (is_diag(tile)) softmax(BoolTag<true>{}, tile, pbuf[0]);
         else softmax(BoolTag<false>{}, tile, pbuf[0]);
         prefetch_mask(tile);
+        release_mask_stage(0);
         rescale();
         // Each parity is its own inlined copy of the step, so the buffers stay compile-time indexed.
         int i = 1, last = tile;

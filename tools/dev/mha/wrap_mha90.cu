@@ -29,7 +29,11 @@ constexpr int MJ_ARCH = 90;
 extern long long mha90_totals[2];
 
 extern "C" cudaError_t MJ_CAT(launch_, WNAME)(const MhaFwdParams* p, cudaStream_t st) {
+#if defined(MJ_V4_TRICK) && MJ_V4_TRICK == 4
+    const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128) + 2 * mj_mha90::MSTAGE_BYTES;  // + the mask stages
+#else
     const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128);
+#endif
     static bool init = false;
     static mlajit::TensorMapEncodeTiledFn encode = nullptr;
     if (!init) {
