@@ -8,7 +8,7 @@
 //   nothing must be exactly 0 with lse = -inf; lse: |lse - ref| <= 1e-3. NaN never passes.
 // Timing: cudaEvents around each launch, 3 warm-ups, median of 15.
 //
-// usage: harness [--no-perf] [--no-check] [--only a,b] [--skip a,b] [--ncu]   (--ncu: one dense and one
+// usage: harness [--no-perf] [--no-check] [--only a,b] [--skip a,b] [--shapes h:S,..] [--ncu]   (--ncu: one dense and one
 // masked launch of each selected config at h=128 S=8192, for a profiler)
 #include <cuda_runtime.h>
 
@@ -643,12 +643,26 @@ static float time_ms(F launch, int warm = 3, int reps = 15) {
 int main(int argc, char** argv) {
     bool perf = true, check = true, ncu = false, quick = false;  // --quick: small cases A and C only
     std::string only, skip;  // comma-separated variant names
+    std::vector<std::pair<int, int>> perf_shapes = {{128, 8192}, {16, 8192}, {16, 16384}};  // (heads, S)
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--no-perf")) perf = false;
         if (!strcmp(argv[i], "--no-check")) check = false;
         if (!strcmp(argv[i], "--ncu")) ncu = true;
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--only") && i + 1 < argc) only = std::string(",") + argv[++i] + ",";
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {  // perf shapes "h:S,h:S"
+            perf_shapes.clear();
+            for (const char* q = argv[++i]; *q;) {
+                int hh = 0, ss = 0, n = 0;
+                if (sscanf(q, "%d:%d%n", &hh, &ss, &n) != 2 || hh < 1 || ss < 1) {
+                    fprintf(stderr, "--shapes wants h:S[,h:S...], e.g. 128:8192,16:16384 (got '%s')\n", q);
+                    return 2;
+                }
+                perf_shapes.push_back({hh, ss});
+                q += n;
+                if (*q == ',') ++q;
+            }
+        }
         if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = std::string(",") + argv[++i] + ",";
     }
     std::vector<MhaCfg> cfgs;
@@ -729,7 +743,7 @@ int main(int argc, char** argv) {
     };
     std::vector<PerfRow> table;
     if (perf) {
-        const std::vector<std::pair<int, int>> shapes = {{128, 8192}, {16, 8192}, {16, 16384}};
+        const std::vector<std::pair<int, int>> shapes = perf_shapes;
         for (const auto& hs : shapes) {
             const int H = hs.first, S = hs.second;
             Problem P;
