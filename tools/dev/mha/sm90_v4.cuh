@@ -32,6 +32,9 @@
 // and such query rows are never stored. Masked tile skipping covers the first 64*32*MJ_BLOCK_N keys of
 // a request (a 256-byte bitmap); tiles past that are always visited (still correct, only not skipped).
 #pragma once
+#ifndef MJ_V4_TRICK
+#define MJ_V4_TRICK 0
+#endif
 // The shared Hopper wrappers (kernels_src/sm90.cuh). NVRTC resolves this by header name, as the runtime
 // passes it; a compiler that searches the including file's folder first (nvcc) finds this file instead,
 // which #pragma once makes a no-op: such builds include kernels_src/sm90.cuh before this file
@@ -87,9 +90,6 @@ MJ_DEVICE void ld_shared_v4(unsigned r[4], unsigned addr) {
 MJ_DEVICE void st_global_v4(void* p, const unsigned r[4]) {
     asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
-#ifndef MJ_V4_TRICK
-#define MJ_V4_TRICK 0
-#endif
 template <bool B>
 struct BoolTag {
     static constexpr bool value = B;
