@@ -132,8 +132,13 @@ KernelSpec paged_gather_spec(const Arch& arch) {
     return s;
 }
 
+// The Hopper tier's masked kernel (kernels_src/mha/sm90_masked.cuh) stages the mask words of each key stage
+// in shared memory: 128 rows x 4 words x 2 stages on top of the dense layout (the kernel asserts 4096).
+constexpr int kMha90MaskStageBytes = 4096;
+
 int mha_smem_bytes(const KernelSpec& s) {
-    if (s.family == Family::mha_fwd_sm90) return mj_mha90_smem_bytes(s.p[0], s.p[1], s.p[2], kDimQkMha, kDimV);
+    if (s.family == Family::mha_fwd_sm90)
+        return mj_mha90_smem_bytes(s.p[0], s.p[1], s.p[2], kDimQkMha, kDimV) + (s.p[3] ? kMha90MaskStageBytes : 0);
     return mj_mha_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMha, kDimV);
 }
 int mha_threads(const KernelSpec& s) {

@@ -74,10 +74,13 @@ double causal_pairs(long s_q, long s_k) {
 // 5.507 ms, h 16 S 8k 0.701 ms, h 16 S 16k 2.441 ms (top-2048 masks, no tile skippable: the work is the
 // dense causal work) -> 539.5 TFLOP/s + 56.4 us, worst cell 6.7 %. Dense on the same tier fits 752.5
 // TFLOP/s + 57.5 us (the planner's MHA path is the masked one whenever s_k > topk, so only masked is used).
+// Then the masked kernel with the mask stage (kernels_src/mha/sm90_masked.cuh, harness h90t4, second call
+// of 2026-12-03) replaced v3's masked path: h 128 S 8k 4.550 ms, h 16 S 16k 2.268 ms; with the overhead
+// kept from the fit above (two large cells cannot pin it), 616.6 TFLOP/s, both cells within 0.8 %.
 KernelRates h200_mlajit_rates() {
     KernelRates r = h200_anchor_rates();
     r.upproj = {505.8, 0.0};
-    r.mha_attn = {539.5, 0.0564};
+    r.mha_attn = {616.6, 0.0564};
     r.mqa_tiles = {{16, 16, {125.9, 0.0012}}, {32, 32, {169.2, 0.0584}}, {128, 64, {293.5, 0.0699}}};
     r.mqa_attn = r.mqa_tiles.back().rate;
     r.mqa_head_tile = 64;

@@ -29,11 +29,9 @@ constexpr int MJ_ARCH = 90;
 extern long long mha90_totals[2];
 
 extern "C" cudaError_t MJ_CAT(launch_, WNAME)(const MhaFwdParams* p, cudaStream_t st) {
-#if defined(MJ_V4_TRICK) && MJ_V4_TRICK == 4
-    const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128) + 2 * mj_mha90::MSTAGE_BYTES;  // + the mask stages
-#else
-    const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128);
-#endif
+    // + 4096 for the masked kernels' mask stages (kernels_src/mha/sm90_masked.cuh, and the t4 experiment),
+    // as src/ops/kernel_configs.cpp adds; the other variants do not use it.
+    const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128) + (WMASK ? 4096 : 0);
     static bool init = false;
     static mlajit::TensorMapEncodeTiledFn encode = nullptr;
     if (!init) {
