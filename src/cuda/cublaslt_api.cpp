@@ -22,8 +22,12 @@ struct CublasLtState {
 
 CublasLtState load_cublaslt() {
     CublasLtState s;
+    // The versioned names (SONAMEs) first: dlopen of a bare SONAME returns a copy the process already holds
+    // (torch links libcublasLt.so.13 from the nvidia-cublas wheel and loads it at import), while
+    // "libcublasLt.so" finds the toolkit's file through the loader path and maps a second 540 MB copy: 92-150
+    // ms on the 2-core dev machine (reliab-eco's dlopen experiment, docs/RELIABILITY.md), in the first call.
     const auto candidates =
-        toolkit_library_candidates(config().cublaslt_lib, {"libcublasLt.so", "libcublasLt.so.13", "libcublasLt.so.12"});
+        toolkit_library_candidates(config().cublaslt_lib, {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"});
     s.lib = std::make_unique<DynLib>(candidates);
     if (!s.lib->loaded()) {
         s.error = fmt::format(

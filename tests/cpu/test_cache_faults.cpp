@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -88,6 +89,15 @@ struct SharedCounters {
     std::atomic<uint64_t> loads{0}, hits{0}, wrong_hits{0}, compiles{0}, stores_ok{0}, stores_refused{0},
         removes{0}, exceptions{0}, warnings{0};
     std::atomic<int> stop{0};
+    // The first warnings' text, so that a failure says which warning it was (the process may be dead).
+    static constexpr int kKeptWarnings = 4, kWarningChars = 600;
+    char warning_text[kKeptWarnings][kWarningChars] = {};
+    std::string warnings_seen() const {
+        std::string all;
+        for (int i = 0; i < kKeptWarnings && i < int(warnings.load()); ++i)
+            all += std::string("\n  warning: ") + std::string(warning_text[i], strnlen(warning_text[i], kWarningChars));
+        return all;
+    }
 };
 
 SharedCounters* map_shared_counters() {
@@ -113,7 +123,12 @@ public:
 
 protected:
     void sink_it_(const spdlog::details::log_msg& m) override {
-        if (m.level >= spdlog::level::warn) ++sh_->warnings;
+        if (m.level < spdlog::level::warn) return;
+        const uint64_t i = sh_->warnings++;
+        if (i < uint64_t(SharedCounters::kKeptWarnings)) {
+            const size_t n = std::min<size_t>(m.payload.size(), SharedCounters::kWarningChars - 1);
+            std::memcpy(sh_->warning_text[i], m.payload.data(), n);
+        }
     }
     void flush_() override {}
 
@@ -312,7 +327,7 @@ TEST_CASE("cache faults: SIGKILL mid-publish, N processes x M threads, shared an
     CHECK(sh->exceptions.load() == 0);
     CHECK(sh->stores_refused.load() == 0);
     // Nothing is damaged here, so a warning (a "corrupt entry") would be a false alarm.
-    CHECK(sh->warnings.load() == 0);
+    CHECK_MESSAGE(sh->warnings.load() == 0, sh->warnings.load() << " warning(s):" << sh->warnings_seen());
     CHECK(sh->hits.load() > 0);
     CHECK(sh->compiles.load() > 0);
     const size_t leftovers = count_entries(tmp);

@@ -2,17 +2,35 @@
 //  - "gpu small shapes: ...": every kernel family once at small shapes (cheap enough for compute-sanitizer's
 //    memcheck, racecheck, initcheck and synccheck), each call checked against float64;
 //  - "gpu soak": for MLAJIT_SOAK_SECONDS (skipped when unset), mixed calls with fresh random shapes and
-//    data, a sample of rows of every call checked against float64, device memory (cuMemGetInfo) and host
-//    RSS recorded at the start, after 20 batches (every kind has run: warm) and at the end.
+//    data, a sample of rows of every call checked against float64, and memory sampled after every batch.
+//    The soak has two phases, reported apart, because only the second says whether anything leaks:
+//      warm-up:      every op on every head count and path once at small shapes (every kernel the soak can
+//                    use gets loaded), then random batches for a quarter of the time (cuBLASLt meets its
+//                    size classes, glibc's per-thread arenas reach their working size);
+//      steady state: the rest; no new kernel should load here (counted), so growth here is a leak.
+//    Each sample: host RSS split into anonymous memory (heap, stacks, the driver's host allocations) and
+//    file pages (mapped libraries: libcublasLt's kernels paged in as new GEMM shapes pick new kernels),
+//    malloc's bytes in use (mallinfo2: what a leak through new/malloc would grow), device memory in use
+//    (device-wide) and the kernel store's loaded-module count. malloc_trim(0) runs before each sample so
+//    that free memory glibc keeps in its arenas (the float64 references of large batches, 16 threads'
+//    arenas) does not read as growth; the RSS before the trim is kept too. MLAJIT_SOAK_CSV=<file> writes
+//    every sample; MLAJIT_SOAK_SHARED_GPU=1 (other processes on the GPU) reports device memory without
+//    checking it.
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <sstream>
 
 #include "gpu/gpu_fixture.h"
+#include "jit/kernel_store.h"
 #include "mlajit/mlajit.hpp"
 #include "reference/reference.h"
 
@@ -280,14 +298,106 @@ int64_t device_used_bytes() {
     return int64_t(total_b) - int64_t(free_b);
 }
 
-int64_t host_rss_bytes() {
-    std::ifstream f("/proc/self/statm");
-    int64_t pages = 0, rss = 0;
-    f >> pages >> rss;
-    return rss * int64_t(::sysconf(_SC_PAGESIZE));
+// One memory sample (bytes unless said).
+struct MemSample {
+    double t = 0;            // seconds since the soak started
+    int64_t batch = 0;       // calls made so far (warm-up coverage calls and random batches)
+    int phase = 0;           // 0 warm-up, 1 steady state
+    int64_t rss_raw = 0;     // VmRSS before malloc_trim
+    int64_t rss = 0, anon = 0, file = 0;  // VmRSS, RssAnon, RssFile after malloc_trim
+    int64_t heap = -1;       // malloc's bytes in use (arenas + mmapped chunks), -1 where mallinfo2 is missing
+    int64_t dev = -1;        // device-wide bytes in use
+    int64_t kernels = 0;     // modules loaded by the kernel store
+};
+
+// VmRSS, RssAnon, RssFile of /proc/self/status, in bytes.
+void read_status(int64_t& rss, int64_t& anon, int64_t& file) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    rss = anon = file = 0;
+    while (std::getline(f, line)) {
+        std::istringstream ls(line);
+        std::string key;
+        int64_t kb = 0;
+        ls >> key >> kb;
+        if (key == "VmRSS:") rss = kb << 10;
+        else if (key == "RssAnon:") anon = kb << 10;
+        else if (key == "RssFile:") file = kb << 10;
+    }
+}
+
+int64_t malloc_in_use_bytes() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    const struct mallinfo2 m = ::mallinfo2();
+    return int64_t(m.uordblks + m.hblkhd);
+#else
+    return -1;
+#endif
+}
+
+MemSample take_sample(double t, int64_t batch, int phase) {
+    MemSample s;
+    s.t = t;
+    s.batch = batch;
+    s.phase = phase;
+    int64_t a = 0, b = 0;
+    read_status(s.rss_raw, a, b);
+#if defined(__GLIBC__)
+    ::malloc_trim(0);  // hand free arena pages back, so that only memory in use (or fragmented) remains
+#endif
+    read_status(s.rss, s.anon, s.file);
+    s.heap = malloc_in_use_bytes();
+    s.dev = device_used_bytes();
+    s.kernels = mlajit::KernelStore::global().stats().modules_loaded.load();
+    return s;
 }
 
 double mib(int64_t b) { return double(b) / (1024.0 * 1024.0); }
+
+// Growth of one field over the steady state, robust to one odd sample: the median of the last tenth of the
+// samples minus the median of the first tenth, and the least-squares slope in MiB per minute.
+struct Growth {
+    double first_mib = 0, last_mib = 0, min_mib = 0, max_mib = 0, growth_mib = 0, slope_mib_per_min = 0;
+};
+
+template <typename Field>
+Growth growth(const std::vector<MemSample>& v, Field field) {
+    Growth g;
+    if (v.empty()) return g;
+    const size_t tenth = std::max<size_t>(1, v.size() / 10);
+    auto median_of = [&](size_t b, size_t e) {
+        std::vector<double> x;
+        for (size_t i = b; i < e; ++i) x.push_back(mib(field(v[i])));
+        std::nth_element(x.begin(), x.begin() + long(x.size() / 2), x.end());
+        return x[x.size() / 2];
+    };
+    g.first_mib = median_of(0, tenth);
+    g.last_mib = median_of(v.size() - tenth, v.size());
+    g.growth_mib = g.last_mib - g.first_mib;
+    g.min_mib = g.max_mib = mib(field(v[0]));
+    double st = 0, sy = 0, stt = 0, sty = 0;
+    for (const auto& s : v) {
+        const double y = mib(field(s)), t = s.t / 60.0;
+        g.min_mib = std::min(g.min_mib, y);
+        g.max_mib = std::max(g.max_mib, y);
+        st += t;
+        sy += y;
+        stt += t * t;
+        sty += t * y;
+    }
+    const double n = double(v.size()), den = n * stt - st * st;
+    g.slope_mib_per_min = den > 0 ? (n * sty - st * sy) / den : 0;
+    return g;
+}
+
+std::string describe(const char* what, const Growth& g) {
+    std::ostringstream o;
+    o.setf(std::ios::fixed);
+    o.precision(1);
+    o << what << " " << g.first_mib << " -> " << g.last_mib << " MiB (growth " << g.growth_mib << ", range "
+      << g.min_mib << ".." << g.max_mib << ", slope " << g.slope_mib_per_min << " MiB/min)";
+    return o.str();
+}
 
 }  // namespace
 
@@ -324,6 +434,55 @@ TEST_CASE("gpu small shapes: mla_prefill on each path, paged, and the shape init
         mla_call(G, rng, shape(16, 64, {{50, 170}, {30, 30}}), force, n, /*paged=*/true);
 }
 
+namespace {
+
+// The random batch of the soak: 1 to 4 requests, with cached context up to twice the new tokens.
+Shape random_shape(R::Rng& rng) {
+    Shape s;
+    const int64_t heads_choice[] = {16, 20, 32, 64, 128};
+    s.heads = heads_choice[rng.uniform_int(0, 4)];
+    const int64_t topk_choice[] = {64, 128, 256, 2048};
+    s.topk = topk_choice[rng.uniform_int(0, 3)];
+    const int64_t reqs = rng.uniform_int(1, 4);
+    // Sizes scaled so that one batch's keys stay under ~300k (token, head) rows: the host's random fill
+    // and reference, not the GPU, bound the pace, and the soak should see many batches.
+    const int64_t max_q = std::max<int64_t>(8, 300000 / (s.heads * reqs * 3));
+    for (int64_t r = 0; r < reqs; ++r) {
+        const int32_t sq = int32_t(rng.uniform_int(r == 0 ? 1 : 0, max_q));
+        const int32_t sk = sq + int32_t(rng.uniform_int(0, 2 * max_q));  // prefills with cached context
+        s.cu_q.push_back(s.cu_q.back() + sq);
+        s.cu_k.push_back(s.cu_k.back() + sk);
+    }
+    return s;
+}
+
+void random_call(Gpu* G, R::Rng& rng, const Shape& s, Counts& n) {
+    switch (rng.uniform_int(0, 4)) {
+        case 0: sparse_mqa_call(G, rng, s, n); break;
+        case 1: mha_call(G, rng, s, false, n); break;
+        case 2: mha_call(G, rng, s, true, n); break;
+        case 3: mla_call(G, rng, s, -1, n); break;
+        default: mla_call(G, rng, s, int(rng.uniform_int(0, 2)) == 0 ? -1 : int(MLAJIT_PATH_SPARSE_MQA), n, true); break;
+    }
+}
+
+// Every op on every head count the soak draws, each path of the one call, paged and not: after this every
+// kernel the soak can use is loaded (the kernels depend on the head count and the path, not the lengths).
+void coverage_calls(Gpu* G, R::Rng& rng, Counts& n, const std::function<void()>& after_each) {
+    for (int64_t h : {16, 20, 32, 64, 128}) {
+        const Shape s = shape(h, 128, {{40, 100}, {20, 20}});  // s_k <= topk: dense MHA is exact too
+        sparse_mqa_call(G, rng, s, n), after_each();
+        mha_call(G, rng, s, false, n), after_each();
+        mha_call(G, rng, s, true, n), after_each();
+        for (int force : {int(MLAJIT_PATH_DENSE_MHA), int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)})
+            mla_call(G, rng, s, force, n), after_each();
+        for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)})
+            mla_call(G, rng, s, force, n, /*paged=*/true), after_each();
+    }
+}
+
+}  // namespace
+
 TEST_CASE("gpu soak: mixed batches with fresh random shapes and data (MLAJIT_SOAK_SECONDS)") {
     const char* env = std::getenv("MLAJIT_SOAK_SECONDS");
     if (!env || std::atoi(env) <= 0) {
@@ -332,56 +491,85 @@ TEST_CASE("gpu soak: mixed batches with fresh random shapes and data (MLAJIT_SOA
     }
     MLAJIT_REQUIRE_GPU();
     const double seconds = std::atof(env);
+    const bool shared_gpu = std::getenv("MLAJIT_SOAK_SHARED_GPU") && std::string(std::getenv("MLAJIT_SOAK_SHARED_GPU")) == "1";
     R::Rng rng;
     INFO(rng.seed_note());
     Counts n;
-    const int64_t dev0 = device_used_bytes(), rss0 = host_rss_bytes();
-    int64_t dev_warm = -1, rss_warm = -1, dev_peak = dev0;
     const auto t0 = std::chrono::steady_clock::now();
-    int64_t iter = 0;
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    std::vector<MemSample> samples;
+    int64_t batches = 0;
+    int phase = 0;
+    auto sample = [&] { samples.push_back(take_sample(elapsed(), ++batches, phase)); };
+    const MemSample start = take_sample(0, 0, 0);
+
+    coverage_calls(G, rng, n, sample);
+    const int64_t coverage_batches = batches;
+    const MemSample covered = samples.back();
+    // Random batches for a quarter of the time (at least 20) still count as warm-up.
+    const double warm_until = std::max(elapsed(), seconds / 4);
+    int64_t random_warm = 0;
+    while (elapsed() < warm_until || random_warm < 20) {
+        random_call(G, rng, random_shape(rng), n);
+        ++random_warm;
+        sample();
+    }
+    const MemSample warm = samples.back();
+    phase = 1;
+    const size_t steady_begin = samples.size();
     while (elapsed() < seconds) {
-        Shape s;
-        const int64_t heads_choice[] = {16, 20, 32, 64, 128};
-        s.heads = heads_choice[rng.uniform_int(0, 4)];
-        const int64_t topk_choice[] = {64, 128, 256, 2048};
-        s.topk = topk_choice[rng.uniform_int(0, 3)];
-        const int64_t reqs = rng.uniform_int(1, 4);
-        // Sizes scaled so that one batch's keys stay under ~300k (token, head) rows: the host's random fill
-        // and reference, not the GPU, bound the pace, and the soak should see many batches.
-        const int64_t max_q = std::max<int64_t>(8, 300000 / (s.heads * reqs * 3));
-        for (int64_t r = 0; r < reqs; ++r) {
-            const int32_t sq = int32_t(rng.uniform_int(r == 0 ? 1 : 0, max_q));
-            const int32_t sk = sq + int32_t(rng.uniform_int(0, 2 * max_q));  // prefills with cached context
-            s.cu_q.push_back(s.cu_q.back() + sq);
-            s.cu_k.push_back(s.cu_k.back() + sk);
-        }
-        switch (rng.uniform_int(0, 4)) {
-            case 0: sparse_mqa_call(G, rng, s, n); break;
-            case 1: mha_call(G, rng, s, false, n); break;
-            case 2: mha_call(G, rng, s, true, n); break;
-            case 3: mla_call(G, rng, s, -1, n); break;
-            default: mla_call(G, rng, s, int(rng.uniform_int(0, 2)) == 0 ? -1 : int(MLAJIT_PATH_SPARSE_MQA), n, true); break;
-        }
-        dev_peak = std::max(dev_peak, device_used_bytes());
-        if (++iter == 20) {  // every kind has run: kernels loaded, workspaces and pools at their size
-            dev_warm = device_used_bytes();
-            rss_warm = host_rss_bytes();
-        }
+        random_call(G, rng, random_shape(rng), n);
+        sample();
     }
-    const int64_t dev1 = device_used_bytes(), rss1 = host_rss_bytes();
-    if (dev_warm < 0) {
-        dev_warm = dev1;
-        rss_warm = rss1;
+    const std::vector<MemSample> steady(samples.begin() + long(steady_begin), samples.end());
+    const MemSample end = samples.back();
+
+    if (const char* csv = std::getenv("MLAJIT_SOAK_CSV")) {
+        std::ofstream f(csv);
+        f << "t_s,batch,phase,rss_raw_mib,rss_mib,anon_mib,file_mib,heap_mib,dev_mib,kernels\n";
+        for (const auto& s : samples)
+            f << s.t << ',' << s.batch << ',' << s.phase << ',' << mib(s.rss_raw) << ',' << mib(s.rss) << ','
+              << mib(s.anon) << ',' << mib(s.file) << ',' << mib(s.heap) << ',' << mib(s.dev) << ',' << s.kernels << '\n';
     }
-    MESSAGE("FIGURE soak: " << elapsed() << " s, " << iter << " batches, " << n.calls << " calls, " << n.checked_rows
-                            << " elements checked against float64, " << n.failed_checks << " failed checks; device memory "
-                            << mib(dev0) << " MiB at start, " << mib(dev_warm) << " after 20 batches, " << mib(dev1)
-                            << " at end (peak " << mib(dev_peak) << "); host RSS " << mib(rss0) << " MiB at start, "
-                            << mib(rss_warm) << " after 20 batches, " << mib(rss1) << " at end");
+    auto line = [](const char* what, const MemSample& s) {
+        std::ostringstream o;
+        o.setf(std::ios::fixed);
+        o.precision(1);
+        o << what << ": RSS " << mib(s.rss) << " MiB (" << mib(s.rss_raw) << " before malloc_trim; anon " << mib(s.anon)
+          << ", file " << mib(s.file) << "), malloc in use " << mib(s.heap) << " MiB, device " << mib(s.dev) << " MiB, "
+          << s.kernels << " kernel modules";
+        return o.str();
+    };
+    const int64_t steady_kernel_loads = end.kernels - warm.kernels;
+    MESSAGE("FIGURE soak: " << elapsed() << " s, " << batches << " batches (" << coverage_batches << " coverage, "
+                            << random_warm << " random warm-up, " << steady.size() << " steady state), " << n.calls
+                            << " calls, " << n.checked_rows << " elements checked against float64, " << n.failed_checks
+                            << " failed checks");
+    MESSAGE("FIGURE soak memory " << line("at start", start));
+    MESSAGE("FIGURE soak memory " << line("after the coverage calls", covered));
+    MESSAGE("FIGURE soak memory " << line("after warm-up", warm));
+    MESSAGE("FIGURE soak memory " << line("at end", end));
+    const Growth g_rss = growth(steady, [](const MemSample& s) { return s.rss; });
+    const Growth g_raw = growth(steady, [](const MemSample& s) { return s.rss_raw; });
+    const Growth g_anon = growth(steady, [](const MemSample& s) { return s.anon; });
+    const Growth g_file = growth(steady, [](const MemSample& s) { return s.file; });
+    const Growth g_heap = growth(steady, [](const MemSample& s) { return s.heap; });
+    const Growth g_dev = growth(steady, [](const MemSample& s) { return s.dev; });
+    MESSAGE("FIGURE soak steady state (" << steady.size() << " batches over " << (end.t - warm.t) << " s, "
+                                         << steady_kernel_loads << " kernel modules loaded in it): "
+                                         << describe("RSS", g_rss) << "; " << describe("RSS before trim", g_raw) << "; "
+                                         << describe("anon", g_anon) << "; " << describe("file", g_file) << "; "
+                                         << describe("malloc in use", g_heap) << "; "
+                                         << describe(shared_gpu ? "device (shared GPU: not checked)" : "device", g_dev));
     CHECK(n.failed_checks == 0);
-    // After warm-up nothing may grow: test buffers are freed each call; 64 MiB of slack for the driver's
-    // own pools, 64 MiB for the host allocator's.
-    CHECK(dev1 - dev_warm <= (int64_t(64) << 20));
-    CHECK(rss1 - rss_warm <= (int64_t(64) << 20));
+    CHECK_MESSAGE(steady_kernel_loads == 0, "a kernel loaded in the steady state: the coverage calls missed it");
+    // Nothing may grow in the steady state. Slack: 16 MiB for malloc (the order of one batch's bookkeeping),
+    // 32 MiB for anonymous RSS (fragmentation the trim cannot return), 64 MiB for the driver's device pools.
+    if (steady.size() >= 20) {
+        if (g_heap.first_mib > 0) CHECK(g_heap.growth_mib <= 16.0);
+        CHECK(g_anon.growth_mib <= 32.0);
+        if (!shared_gpu) CHECK(g_dev.growth_mib <= 64.0);
+    } else {
+        MESSAGE("soak too short for a steady state (" << steady.size() << " batches): growth not checked");
+    }
 }

@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 
 #include "common/error.h"
+#include "cuda/cublaslt_api.h"
+#include "jit/kernel_store.h"
 #include "device_timing.h"
 #include "mlajit/mlajit.hpp"
 #include "ops/mla_prefill.h"
@@ -34,7 +36,7 @@ using mlajit::strided_tensor;
 
 struct Options {
     int tokens = 16, batch = 1, heads = 128, topk = 2048, iters = 2000;
-    bool cpu_only = false, first_call = false;
+    bool cpu_only = false, first_call = false, split = false;
     std::string self;
 };
 
@@ -132,44 +134,65 @@ void check(mlajit_status s, const char* what) {
     }
 }
 
-// Runs in a fresh process: create + first call, timed; prints "first.* <ms>".
+// Runs in a fresh process: create + first call, timed; prints "first.* <ms>". With --split the first call's
+// parts are timed apart (their sum is the same work): mlajit_create; the workspace query (the planner is
+// built: configuration, calibration table); loading cuBLASLt (dlopen + symbols, done here before the call
+// instead of inside it); then the call itself (kernels from the disk cache into the context, the cuBLASLt
+// handle and its first heuristic, the launches).
 int first_call(const Options& o) {
     mlajit::tools::open_gpu0();
     GpuSetup g(o);
     Call c = make_call(o, g.inputs());
+    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     const auto t0 = Clock::now();
     mlajit_handle h;
     check(mlajit_create(-1, &h), "mlajit_create");
+    const auto t_create = Clock::now();
     size_t ws_bytes = 0;
     check(mlajit_mla_prefill_workspace_size(h, &c.a, &ws_bytes), "workspace size");
+    const auto t_ws = Clock::now();
     mlajit::tools::DeviceBuffer ws(ws_bytes);
     c.a.workspace = ws.get();
     c.a.workspace_bytes = ws.bytes();
+    const auto t_alloc = Clock::now();
+    if (o.split) (void)mlajit::cublaslt();
+    const auto t_lt = Clock::now();
     check(mlajit_mla_prefill(h, &c.a, nullptr), "mlajit_mla_prefill");
     const auto t1 = Clock::now();
     MLAJIT_CU(cuCtxSynchronize(), "waiting for the first call");
     const auto t2 = Clock::now();
-    std::printf("first.queued_ms %.3f\nfirst.done_ms %.3f\n", std::chrono::duration<double, std::milli>(t1 - t0).count(),
-                std::chrono::duration<double, std::milli>(t2 - t0).count());
+    // The workspace allocation is the caller's (an engine allocates it once): not counted.
+    const double alloc = ms(t_ws, t_alloc);
+    std::printf("first.queued_ms %.3f\nfirst.done_ms %.3f\n", ms(t0, t1) - alloc, ms(t0, t2) - alloc);
+    if (o.split)
+        std::printf("first.create_ms %.3f\nfirst.workspace_query_ms %.3f\nfirst.cublaslt_load_ms %.3f\n"
+                    "first.call_queued_ms %.3f\nfirst.wait_ms %.3f\n",
+                    ms(t0, t_create), ms(t_create, t_ws), ms(t_alloc, t_lt), ms(t_lt, t1), ms(t1, t2));
+    const auto& st = mlajit::KernelStore::global().stats();
+    std::printf("first.kernels disk_hits %lld compiled %lld modules_loaded %lld\n", (long long)st.disk_hits.load(),
+                (long long)st.compiled.load(), (long long)st.modules_loaded.load());
     mlajit_destroy(h);
     return 0;
 }
 
-// Runs this program with --first-call in a fresh process; returns {queued ms, done ms} ({-1, -1} on failure).
-std::pair<double, double> run_child(const Options& o) {
+// Runs this program with --first-call in a fresh process; returns {queued ms, done ms} ({-1, -1} on
+// failure) and, with split, the parts' lines in `parts`.
+std::pair<double, double> run_child(const Options& o, bool split = false, std::string* parts = nullptr) {
     std::string cmd = o.self + " --first-call --tokens " + std::to_string(o.tokens) + " --batch " + std::to_string(o.batch) +
-                      " --heads " + std::to_string(o.heads) + " --topk " + std::to_string(o.topk);
+                      " --heads " + std::to_string(o.heads) + " --topk " + std::to_string(o.topk) + (split ? " --split" : "");
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return {-1, -1};
     char line[256];
     double queued = -1, done = -1;
     while (fgets(line, sizeof line, p)) {
-        std::sscanf(line, "first.queued_ms %lf", &queued);
-        std::sscanf(line, "first.done_ms %lf", &done);
+        if (std::sscanf(line, "first.queued_ms %lf", &queued) == 1 || std::sscanf(line, "first.done_ms %lf", &done) == 1) continue;
+        if (parts) *parts += line;
     }
     if (pclose(p) != 0) return {-1, -1};
     return {queued, done};
 }
+
+void fresh_lengths(const Options& o, mlajit::Runtime& rt);
 
 void gpu_calls(const Options& o) {
     mlajit::tools::open_gpu0();
@@ -185,6 +208,70 @@ void gpu_calls(const Options& o) {
     auto sync = [] { MLAJIT_CU(cuCtxSynchronize(), "sync"); };
     print("api.mla_prefill (launches queued)",
           median_ns(o.iters, [&] { check(mlajit_mla_prefill(rt.get(), &c.a, nullptr), "mla_prefill"); }, sync), o);
+    fresh_lengths(o, rt);
+}
+
+// An engine rarely sends the same token count twice (prompt and chunk lengths vary), so time the call with
+// a new length every call: T = --tokens + i, one request, the workspace query included as an engine calls
+// it. What a fixed shape hides shows here: per-shape caches that miss (e.g. a cuBLASLt heuristic query for
+// each new GEMM shape).
+void fresh_lengths(const Options& o, mlajit::Runtime& rt) {
+    const int n = std::min(o.iters, 512);
+    Options big = o;
+    big.tokens = o.tokens + n;
+    big.batch = 1;
+    GpuSetup g(big);
+    // Per call its own device cu_seqlens {0, T} (16-byte aligned slots), matching its host copy.
+    std::vector<int32_t> cu_all(size_t(n) * 4, 0);
+    std::vector<Call> calls;
+    calls.reserve(size_t(n));
+    mlajit::tools::DeviceBuffer cu(cu_all.size() * 4);
+    for (int i = 0; i < n; ++i) {
+        Options oi = o;
+        oi.tokens = o.tokens + i;
+        oi.batch = 1;
+        cu_all[size_t(i) * 4 + 1] = oi.tokens;
+        Inputs in = g.inputs();
+        in.cu = static_cast<char*>(cu.get()) + size_t(i) * 16;
+        calls.push_back(make_call(oi, in));
+    }
+    cu.upload(cu_all);
+    size_t ws_bytes = 0;
+    for (auto& c : calls) ws_bytes = std::max(ws_bytes, rt.mla_prefill_workspace_size(c.a));
+    mlajit::tools::DeviceBuffer ws(ws_bytes);
+    for (auto& c : calls) {
+        c.a.workspace = ws.get();
+        c.a.workspace_bytes = ws.bytes();
+    }
+    // Each length once, timed alone (no warm-up call: the first sight of each shape is the point).
+    std::vector<double> t(static_cast<size_t>(n));
+    size_t bytes = 0;
+    for (int i = 0; i < n; ++i) {
+        auto& a = calls[size_t(i)].a;
+        const auto t0 = Clock::now();
+        check(mlajit_mla_prefill_workspace_size(rt.get(), &a, &bytes), "ws");
+        check(mlajit_mla_prefill(rt.get(), &a, nullptr), "mla_prefill");
+        t[size_t(i)] = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+        if (i % 16 == 15) MLAJIT_CU(cuCtxSynchronize(), "sync");
+    }
+    MLAJIT_CU(cuCtxSynchronize(), "sync");
+    std::sort(t.begin(), t.end());
+    std::printf("%-34s %10.2f us   (T=%d..%d, a new length every call; p90 %.2f us)\n",
+                "api.ws_query+mla_prefill, new T", t[t.size() / 2] / 1000.0, o.tokens, o.tokens + n - 1,
+                t[t.size() * 9 / 10] / 1000.0);
+    // The same lengths again: every per-shape cache now hits.
+    for (int i = 0; i < n; ++i) {
+        auto& a = calls[size_t(i)].a;
+        const auto t0 = Clock::now();
+        check(mlajit_mla_prefill_workspace_size(rt.get(), &a, &bytes), "ws");
+        check(mlajit_mla_prefill(rt.get(), &a, nullptr), "mla_prefill");
+        t[size_t(i)] = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+        if (i % 16 == 15) MLAJIT_CU(cuCtxSynchronize(), "sync");
+    }
+    MLAJIT_CU(cuCtxSynchronize(), "sync");
+    std::sort(t.begin(), t.end());
+    std::printf("%-34s %10.2f us   (the same lengths again; p90 %.2f us)\n", "api.ws_query+mla_prefill, seen T",
+                t[t.size() / 2] / 1000.0, t[t.size() * 9 / 10] / 1000.0);
 }
 
 }  // namespace
@@ -205,7 +292,8 @@ int main(int argc, char** argv) try {
         else if (a == "--iters") o.iters = next();
         else if (a == "--cpu-only") o.cpu_only = true;
         else if (a == "--first-call") o.first_call = true;
-        else throw std::runtime_error("unknown flag " + a + " (--tokens --batch --heads --topk --iters --cpu-only)");
+        else if (a == "--split") o.split = true;
+        else throw std::runtime_error("unknown flag " + a + " (--tokens --batch --heads --topk --iters --cpu-only; --first-call [--split] is internal)");
     }
     if (o.batch < 1 || o.tokens < o.batch || o.tokens % o.batch) throw std::runtime_error("--tokens must be a multiple of --batch");
     if (o.first_call) return first_call(o);
@@ -222,13 +310,25 @@ int main(int argc, char** argv) try {
     char dir[] = "/tmp/mlajit-host-cost.XXXXXX";
     if (!mkdtemp(dir)) throw std::runtime_error("mkdtemp failed");
     setenv("MLAJIT_CACHE_DIR", dir, 1);
-    const auto cold = run_child(o);
+    std::string cold_parts;
+    const auto cold = run_child(o, false, &cold_parts);
     std::vector<std::pair<double, double>> warm;
-    for (int i = 0; i < 2; ++i) warm.push_back(run_child(o));
+    for (int i = 0; i < 3; ++i) warm.push_back(run_child(o));
     std::sort(warm.begin(), warm.end(), [](auto& x, auto& y) { return x.second < y.second; });
     std::printf("%-34s %10.2f ms   (cold cache, compiles included: %.1f ms)\n", "first.call_warm_cache (queued)",
                 warm[0].first, cold.second);
-    std::printf("%-34s %10.2f ms   (best of 2 processes)\n", "first.call_warm_cache (done)", warm[0].second);
+    std::printf("%-34s %10.2f ms   (best of 3 processes; median %.2f)\n", "first.call_warm_cache (done)", warm[0].second,
+                warm[1].second);
+    std::printf("cold process: %s", cold_parts.c_str());
+    // The same first call with its parts timed apart, in two more fresh processes (the best one printed).
+    std::string best_parts;
+    double best = 1e30;
+    for (int i = 0; i < 2; ++i) {
+        std::string parts;
+        const auto r = run_child(o, true, &parts);
+        if (r.second >= 0 && r.second < best) best = r.second, best_parts = parts;
+    }
+    std::printf("first call split into parts (warm cache, done %.2f ms):\n%s", best, best_parts.c_str());
     std::string rm = std::string("rm -rf ") + dir;
     (void)std::system(rm.c_str());
     return 0;
