@@ -162,13 +162,13 @@ static constexpr int mj_mqa_smem_bytes(int block_h, int block_n, int stages, int
            stages * block_n + mj_mqa_index_set_bytes + 0 * d_v;
 }
 // Sparse MQA, portable tier on the FP8 cache (KV_FP8 = 1): Q tile + ONE bf16 K tile (the math's operand,
-// written by the dequantization) + a STAGES-deep ring of raw 656-byte rows (cp.async targets) + the
-// split-reduction exchange (128 B a key) + P tile + row-stat scratch + per-row rescale + STAGES * BLOCK_N
-// bytes (kept for the layout) + the row's compacted index set.
+// written by the dequantization) + a STAGES-deep ring of raw 656-byte rows (cp.async targets) + at
+// BLOCK_H 64 the split reduction's exchange (128 B a key) + P tile + row-stat scratch + per-row rescale +
+// STAGES * BLOCK_N bytes (kept for the layout) + the row's compacted index set.
 static constexpr int mj_mqa_fp8_row_bytes = 656;
 static constexpr int mj_mqa_smem_bytes_fp8(int block_h, int block_n, int stages) {
-    return 2 * (block_h * 576 + block_n * 576 + block_h * block_n) + stages * block_n * mj_mqa_fp8_row_bytes + block_n * 128 +
-           512 + 4 * block_h + stages * block_n + mj_mqa_index_set_bytes;
+    return 2 * (block_h * 576 + block_n * 576 + block_h * block_n) + stages * block_n * mj_mqa_fp8_row_bytes +
+           (block_h == 64 ? block_n * 128 : 0) + 512 + 4 * block_h + stages * block_n + mj_mqa_index_set_bytes;
 }
 // Sparse MQA, Hopper tier (sparse_mqa/sm90.cuh): one token x 64 heads a block, two math warpgroups + one
 // producer warpgroup; Q, a 2-slot ring of 64-key tiles (576 wide), P (bf16 64 x 64), row-stat scratch, the ring's

@@ -119,8 +119,8 @@ constexpr int kKSlots = kFp8 ? 1 : kS;            // bf16 K tiles
 constexpr int kRawBytes = kN * mj_fp8::kRowBytes;  // FP8: one raw ring slot
 constexpr int kOffK = kQBytes;
 constexpr int kOffRaw = kOffK + kKSlots * kStageBytes;          // FP8: raw ring [kS][kN][656]
-constexpr int kOffX = kOffRaw + (kFp8 ? kS * kRawBytes : 0);     // FP8: exchange [kN * 128]
-constexpr int kOffP = kOffX + (kFp8 ? kN * 128 : 0);             // P tile, bf16 [kH][kN]
+constexpr int kOffX = kOffRaw + (kFp8 ? kS * kRawBytes : 0);     // FP8, split reduction: exchange [kN * 128]
+constexpr int kOffP = kOffX + (kFp8 && kKH == 2 ? kN * 128 : 0); // P tile, bf16 [kH][kN]
 constexpr int kOffMax = kOffP + kH * kN * 2;       // row maxima / row sums by column group, fp32 [kH][kCG]
 constexpr int kOffAlpha = kOffMax + 512;           // per-row rescale of O, fp32 [kH]
 constexpr int kOffVm = kOffAlpha + kH * 4;         // lock-step: validity byte per slot row [kS][kN];

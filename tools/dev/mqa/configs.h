@@ -1,4 +1,4 @@
-// Configs the harness links: X(tag, BLOCK_H, BLOCK_N, STAGES, KSPLIT, MINB, PINGPONG, DEV_SKIP, KV_FP8, 0).
+// Configs the harness links: X(tag, BLOCK_H, BLOCK_N, STAGES, KSPLIT, MINB, PINGPONG, DEV_SKIP, KV_FP8).
 // build.sh compiles kernel_cfg.cu once per line of this list (it parses this file). KSPLIT / MINB /
 // PINGPONG -1 = the kernel's default (what the runtime gets). DEV_SKIP != 0 builds a timing-only variant
 // without the P V (1) or S (2) mma: the harness times it and does not check it.

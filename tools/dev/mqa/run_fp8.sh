@@ -15,7 +15,7 @@ timeout ${BENCH_T:-120} ./build/harness --no-check --paged --bench-s ${BENCH_S:-
 echo "bench rc $?"
 if [ "${SAN:-0}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
-    timeout 60 compute-sanitizer --tool $tool --print-limit 5 ./build/harness --configs ${SAN_CONFIGS:-h64sm90f8,h16n32s2f8,h64n32s2f8} --sanitize > $OUT/san_$tool.log 2>&1
+    timeout ${SAN_T:-45} compute-sanitizer --tool $tool --print-limit 5 ./build/harness --configs ${SAN_CONFIGS:-h64sm90f8,h16n32s2f8,h64n32s2f8} --sanitize > $OUT/san_$tool.log 2>&1
     echo "sanitizer $tool rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks' $OUT/san_$tool.log | tr '\n' ' ')"
   done
 fi
