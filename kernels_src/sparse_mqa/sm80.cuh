@@ -339,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             mj_u32 in[4], o[8];
             mj_ld_shared_v4(in, src + c * 16);
             const float sc = mj_fp8::ld_shared_f32(src + mj_fp8::kScaleOff + 4 * (c >> 3));
-            mj_fp8::dequant16<MJ_ARCH>(in, mj_fp8::scale_for<MJ_ARCH>(sc), o);
+            mj_fp8::dequant16<MJ_ARCH>(in, sc, o);
             mj_fp8::st_pair_swizzled(kt + row * 1024, swz(row, 2 * c), swz(row, 2 * c + 1), (c >> 2) & 1, o);
         }
 #pragma unroll

@@ -132,7 +132,8 @@ MJ_DEVICE void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a, u
 #ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
 #define MJ_MQA90_OVERLAP 1
 #endif
-#ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong)
+#ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong);
+                          // 2 (FP8 only): codes stored unconverted (timing of the dequantization's share)
 #define MJ_MQA90_DEV_SKIP 0
 #endif
 
@@ -162,12 +163,14 @@ static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the in
 constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads
 constexpr bool kFp8 = MJ_KV_FP8 != 0;
 // Registers after setmaxnreg. bf16: a lean cp.async producer. FP8: the producer holds a tile's 16 rows a warp
-// in registers (16 x 5 a thread) between their loads and their dequantization; the math code uses 184
-// (ptxas: R0..R183), so 128 x 128 + 256 x 184 fits the 65,536 of the SM, and the math warps' increase is
-// covered by what the producer releases (168 -> 128: 5,120 registers; 168 -> 184: 4,096).
-constexpr int kProducerRegs = kFp8 ? 128 : 40;
-constexpr int kMathRegs = kFp8 ? 184 : 232;
+// in registers (64 a thread) between their loads and their dequantization, and the next tile's loads are
+// issued as registers free up; the math code fits 176 without spills (it takes 184 of a 232 budget). The
+// math warps' increase must be covered by what the producer releases (168 -> 144: 3,072 registers;
+// 168 -> 176: 2,048), or setmaxnreg.inc would wait forever.
+constexpr int kProducerRegs = kFp8 ? 144 : 40;
+constexpr int kMathRegs = kFp8 ? 176 : 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
+static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the producer must release what the math warps take");
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
 MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
@@ -217,10 +220,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
 
     if (kFp8 && warp >= 8) {
         // ---- FP8 producer: warp pw owns rows 16 pw .. 16 pw + 15 of every tile. A row's 512 codes are one
-        // 16-byte load a lane (lane L: codes 16L..16L+15, scale L / 8) held in registers from the previous
-        // tile's turn, so the loads of tile t + 1 fly while the warp waits for slot t + 1 and dequantizes
-        // tile t. Dequantized chunks are stored swizzled as the bf16 gathers write them; k_pe (bf16) is a
-        // cp.async of lanes 0..7. Rows past the key set load nothing and store zeros.
+        // 16-byte load a lane (lane L: codes 16L..16L+15, of scale L / 8), held in registers; the scales of
+        // 8 rows are one load a lane (lane L: scale L % 4 of row L / 4), handed out by shuffles. Per tile:
+        // wait for the slot, start k_pe (bf16, cp.async of lanes 0..7) so it lands while the codes are
+        // converted, convert rows 0..7, load rows 0..7 of the next tile into the freed registers, convert
+        // rows 8..15, load rows 8..15 of the next tile. Dequantized chunks are stored swizzled as the bf16
+        // gathers write them. Rows past the key set load nothing and store zeros.
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
         // Key of row (pw * 16 + lane % 16) of tile t, or -1 past the set; then its row pointer (a block-table
@@ -231,47 +236,60 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
         };
         auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
         mj_u32 v[16][4];
-        float sc[16];
-        auto load_row = [&](int i, const unsigned char* mine) {
-            const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-            if (rowp != nullptr) {
-                mj90::ld_global_nc_v4(v[i], rowp + lane * 16);
-                sc[i] = mj90::ld_global_nc_f32(rowp + mj_fp8::kScaleOff + 4 * (lane >> 3));
-            } else {
-                v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0u;
-                sc[i] = 0.f;
+        float sc[2];
+        auto load_half = [&](int h, const unsigned char* mine) {
+#pragma unroll
+            for (int i = 8 * h; i < 8 * h + 8; ++i) {
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                if (rowp != nullptr) {
+                    mj90::ld_global_nc_v4(v[i], rowp + lane * 16);
+                } else {
+                    v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0u;
+                }
+            }
+            const unsigned char* rows = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, 8 * h + (lane >> 2));
+            sc[h] = rows != nullptr ? mj90::ld_global_nc_f32(rows + mj_fp8::kScaleOff + 4 * (lane & 3)) : 0.f;
+        };
+        auto convert_half = [&](int h, unsigned tile_a) {
+#pragma unroll
+            for (int i = 8 * h; i < 8 * h + 8; ++i) {
+                const int r = pw * 16 + i;
+                const float scale = __shfl_sync(0xffffffffu, sc[h], 4 * (i & 7) + (lane >> 3));
+                mj_u32 o[8];
+                if constexpr (MJ_MQA90_DEV_SKIP == 2) {  // timing only: the codes stored unconverted
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) o[j] = v[i][j >> 1] ^ __float_as_uint(scale);
+                } else {
+                    mj_fp8::dequant16<MJ_ARCH>(v[i], scale, o);
+                }
+                mj_fp8::st_pair_swizzled(tile_a, tile_off(r, 2 * lane), tile_off(r, 2 * lane + 1), (lane >> 2) & 1, o);
             }
         };
         const unsigned char* cur = ntiles > 0 ? ptr_of(key_of(0)) : nullptr;
         int key_next = ntiles > 1 ? key_of(1) : -1;
         if (ntiles > 0) {
-#pragma unroll
-            for (int i = 0; i < 16; ++i) load_row(i, cur);
+            load_half(0, cur);
+            load_half(1, cur);
         }
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
-            const unsigned char* nxt = t + 1 < ntiles ? ptr_of(key_next) : nullptr;
+            const bool more = t + 1 < ntiles;
+            const unsigned char* nxt = more ? ptr_of(key_next) : nullptr;
             key_next = t + 2 < ntiles ? key_of(t + 2) : -1;
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
             const unsigned tile_a = mj90::smem_u32(tile);
 #pragma unroll
             for (int i = 0; i < 16; ++i) {
-                const int r = pw * 16 + i;
                 const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)cur, i);
-                mj_u32 o[8];
-                mj_fp8::dequant16<MJ_ARCH>(v[i], sc[i], o);
-                mj_fp8::st_pair_swizzled(tile_a, tile_off(r, 2 * lane), tile_off(r, 2 * lane + 1), (lane >> 2) & 1, o);
                 if (lane < 8)
-                    mj90::cp_async_16(tile + tile_off(r, 64 + lane), (rowp != nullptr ? rowp : (const unsigned char*)p.kv) + mj_fp8::kRopeOff + lane * 16,
-                                      rowp != nullptr);
+                    mj90::cp_async_16(tile + tile_off(pw * 16 + i, 64 + lane),
+                                      (rowp != nullptr ? rowp : (const unsigned char*)p.kv) + mj_fp8::kRopeOff + lane * 16, rowp != nullptr);
             }
-            // The next tile's loads after this tile's stores (loads hoisted above them would need a second set
-            // of 80 registers).
-            if (t + 1 < ntiles) {
-#pragma unroll
-                for (int i = 0; i < 16; ++i) load_row(i, nxt);
-            }
+            convert_half(0, tile_a);
+            if (more) load_half(0, nxt);
+            convert_half(1, tile_a);
+            if (more) load_half(1, nxt);
             mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
             mj90::cp_async_mbar_arrive_noinc(&full[slot]);
             mj90::mbar_arrive(&full[slot]);

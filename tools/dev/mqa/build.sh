@@ -17,9 +17,11 @@ while read -r tag h n s k m pp skip fp8; do
   [ "$m" != -1 ] && defs="$defs -DMJ_MQA_MINB=$m"
   [ "$pp" != -1 ] && defs="$defs -DMJ_MQA_PINGPONG=$pp"
   case $tag in *nt) defs="$defs -DMJ_MQA_PP_TURNS=0";; esac  # ping-pong without the S-turn alternation
+  case $tag in *f8i*) defs="$defs -DMJ_FP8_UNPACK=1";; esac  # FP8: integer unpack instead of cvt e4m3x2
   src=kernel_cfg.cu
   case $tag in *sm90*) src=kernel_cfg90.cu; defs="-DCFG_TAG=$tag -DMJ_MQA90_DEV_SKIP=$skip -DCFG_FP8=$fp8"
-                       [ "$pp" != -1 ] && defs="$defs -DMJ_MQA90_OVERLAP=$pp";; esac
+                       [ "$pp" != -1 ] && defs="$defs -DMJ_MQA90_OVERLAP=$pp"
+                       case $tag in *f8i*) defs="$defs -DMJ_FP8_UNPACK=1";; esac;; esac
   $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
 done < <(grep -o '^ *X([^)]*)' $CFG_FILE | sed 's/X(//; s/)//; s/,/ /g')
