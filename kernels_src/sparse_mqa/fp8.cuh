@@ -12,7 +12,10 @@ constexpr int kScaleOff = 512;  // byte offset of the 4 fp32 scales
 constexpr int kRopeOff = 528;   // byte offset of k_pe (bf16 x 64)
 constexpr int kRowChunks = kRowBytes / 16;  // 41 16-byte chunks a row
 
-#ifndef MJ_FP8_UNPACK  // development switch: 0 = hardware e4m3x2 -> f16x2 conversion (sm_89+), 1 = integer unpack
+// Development switch: 0 = hardware e4m3x2 -> f16x2 conversion (sm_89+), 1 = the integer unpack below (what
+// sm_80 / sm_86 always use). Measured on the H200: the integer unpack is 2.1x slower on both tiers (more
+// instructions; the dequantizing warps are issue-bound), docs/perf_mqa_notes.md.
+#ifndef MJ_FP8_UNPACK
 #define MJ_FP8_UNPACK 0
 #endif
 

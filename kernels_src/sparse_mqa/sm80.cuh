@@ -16,6 +16,8 @@
 //      16      32     8     2       95376   sm_80 sm_90 1 (sm_90: 2)   default h <= 16 (also on the Hopper tier)
 //      16      32     8     3      132272   sm_80 sm_90 1
 //      16      32     8     4      169168   sm_90       1
+//   KV_FP8 = 1 (the FP8 latent cache): every row but 64 x 64, with mj_mqa_smem_bytes_fp8 (16 x 32 x 2: 100,496 B,
+//   two blocks a SM on sm_90); defaults 64 x 32 x 2 above 32 heads, 32 x 64 (sm_90) / 32 x 32 up to 32, 16 x 32 x 2.
 //
 // Requirements on the caller beyond the ABI comment: q, kv, out 16-byte aligned and their token/head strides
 // multiples of 8 elements (the gathers and stores move 16-byte chunks); index rows 1..mj_mqa_max_width wide
@@ -36,6 +38,9 @@
 //    are full BLOCK_N-key slices of that set, so -1 padding and duplicates cost nothing wherever they sit.
 //  * Row sums stay per thread until the epilogue; O is normalized, staged through shared memory and
 //    written with 16-byte stores.
+// The FP8 latent cache (KV_FP8 = 1, fp8.cuh): raw 656-byte rows gathered into their own ring, dequantized
+// by the whole block into ONE bf16 K tile at the top of each tile (lock-step schedule only; see the layout
+// below). Measured on the H200 at 16 heads (16 x 32): 1.37x the bf16 time (docs/perf_mqa_notes.md).
 // Two schedules of the same math:
 //  * lock-step (every config): the whole block moves tile by tile between block barriers; each warp's
 //    P V tile is all BLOCK_H rows x 64 columns. The exchange borrows the P tile and the rope columns of the

@@ -22,6 +22,10 @@
 //    columns: O[:, 256g..256g+255] += P V (m64n256k16, 4 k-steps), 128 fp32 accumulators a thread.
 //  * Row sums stay per warpgroup until the epilogue; O is normalized, staged through the Q region and
 //    written with 16-byte stores.
+//  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring and math; the producer loads each row's 512
+//    e4m3 codes into registers and writes the dequantized bf16 into the slot itself (no shared memory is
+//    left for a raw ring). Measured on the H200 (8k, paged): 1.5x the bf16 time at 32-128 heads: the
+//    producer's dequantization, not the bytes, bounds it (docs/perf_mqa_notes.md).
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"

@@ -369,7 +369,7 @@ TEST_CASE("validation: sparse MQA over the FP8 latent cache") {
         setenv("MLAJIT_TIER", "portable", 1);
         reload_config();
         std::string m;
-        mlajit_status st = MLAJIT_SUCCESS;
+        mlajit_status st = MLAJIT_OK;
         try {
             plan_sparse_mqa(kArch, b);
         } catch (const Error& e) {
