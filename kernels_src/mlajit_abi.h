@@ -95,11 +95,15 @@ struct TopkMaskParams {
 //   Paged single-sequence form: s_kv = max_blocks * block_size (the table's capacity; the host sets it), so
 //   give cu_seqlens when the last page is partial and indices may point past the sequence.
 // - Rows up to mj_mqa_max_width wide (below); the host refuses wider ones.
+// - FP8 latent cache (kernels specialized with KV_FP8 = 1, paged form only): kv is uint8 [num_pages,
+//   block_size, 656] (mlajit.h "FP8 latent cache": 512 e4m3fn, 4 fp32 scales, 64 bf16 k_pe) and the kv
+//   strides count bytes (multiples of 16); the kernels compute with bf16(float(e4m3) * scale) and k_pe as
+//   stored.
 // ---------------------------------------------------------------------------------------------------------
 struct SparseMqaFwdParams {
     const void* q;            // bf16 [s_q, h, 576]
     mj_i64 q_stride_tok, q_stride_head;
-    const void* kv;           // bf16 [s_kv, 576]
+    const void* kv;           // bf16 [s_kv, 576], or the FP8 cache (uint8 rows of 656, strides in bytes)
     mj_i64 kv_stride_tok;
     const int* indices;       // int32 [s_q, topk]: topk = the row width, any value >= 1
     mj_i64 idx_stride_tok;
@@ -119,7 +123,7 @@ struct SparseMqaFwdParams {
     float sm_scale_log2;
     const int* block_table;   // NULL = contiguous kv; else int32 [batch, max_blocks] page ids
     mj_i64 bt_stride_req;     // elements between two requests' block-table rows
-    mj_i64 kv_stride_page;    // elements between two pages of kv
+    mj_i64 kv_stride_page;    // elements (FP8: bytes) between two pages of kv
     int block_size;           // rows per page (paged form)
     int num_pages;            // pages in kv: a table entry outside [0, num_pages) makes its keys invalid
     int causal;               // 1: DSA's causal index semantics (see above); 0: FlashMLA's
@@ -157,9 +161,19 @@ static constexpr int mj_mqa_smem_bytes(int block_h, int block_n, int stages, int
     return 2 * (block_h * d_qk + stages * block_n * d_qk + block_h * block_n) + 512 + 4 * block_h +
            stages * block_n + mj_mqa_index_set_bytes + 0 * d_v;
 }
+// Sparse MQA, portable tier on the FP8 cache (KV_FP8 = 1): Q tile + ONE bf16 K tile (the math's operand,
+// written by the dequantization) + a STAGES-deep ring of raw 656-byte rows (cp.async targets) + at
+// BLOCK_H 64 the split reduction's exchange (128 B a key) + P tile + row-stat scratch + per-row rescale +
+// STAGES * BLOCK_N bytes (kept for the layout) + the row's compacted index set.
+static constexpr int mj_mqa_fp8_row_bytes = 656;
+static constexpr int mj_mqa_smem_bytes_fp8(int block_h, int block_n, int stages) {
+    return 2 * (block_h * 576 + block_n * 576 + block_h * block_n) + stages * block_n * mj_mqa_fp8_row_bytes +
+           (block_h == 64 ? block_n * 128 : 0) + 512 + 4 * block_h + stages * block_n + mj_mqa_index_set_bytes;
+}
 // Sparse MQA, Hopper tier (sparse_mqa/sm90.cuh): one token x 64 heads a block, two math warpgroups + one
 // producer warpgroup; Q, a 2-slot ring of 64-key tiles (576 wide), P (bf16 64 x 64), row-stat scratch, the ring's
-// mbarriers and the row's key set.
+// mbarriers and the row's key set. The FP8 form (KV_FP8 = 1) uses the same layout: its producer dequantizes
+// into the ring from registers.
 static constexpr int mj_mqa90_threads() { return 3 * 128; }
 static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 + 2 * 64 * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes; }
 // Mask build: MJ_ROWS_PER_BLOCK query rows per block.

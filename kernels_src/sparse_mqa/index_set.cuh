@@ -66,14 +66,17 @@ MJ_DEVICE int page_of(const SparseMqaFwdParams& p, const Request& rq, int key) {
     return pg >= 0 && pg < p.num_pages ? pg : -1;
 }
 
+// Bytes per kv stride unit: bf16 elements, or bytes for the FP8 cache (MJ_KV_FP8: uint8 rows of 656).
+constexpr int kKvElemBytes = MJ_KV_FP8 ? 1 : 2;
+
 // The latent row of a valid key (already checked by the set build).
 MJ_DEVICE const unsigned char* kv_row(const SparseMqaFwdParams& p, const Request& rq, int key) {
     const unsigned char* kv = (const unsigned char*)p.kv;
     if (p.block_table != nullptr) {
         const int pg = p.block_table[(mj_i64)rq.r * p.bt_stride_req + key / p.block_size];
-        return kv + ((mj_i64)pg * p.kv_stride_page + (mj_i64)(key % p.block_size) * p.kv_stride_tok) * 2;
+        return kv + ((mj_i64)pg * p.kv_stride_page + (mj_i64)(key % p.block_size) * p.kv_stride_tok) * kKvElemBytes;
     }
-    return kv + (rq.kv_base + key) * p.kv_stride_tok * 2;
+    return kv + (rq.kv_base + key) * p.kv_stride_tok * kKvElemBytes;
 }
 
 MJ_DEVICE bool key_valid(const SparseMqaFwdParams& p, const Request& rq, int key) {

@@ -16,6 +16,8 @@
 //      16      32     8     2       95376   sm_80 sm_90 1 (sm_90: 2)   default h <= 16 (also on the Hopper tier)
 //      16      32     8     3      132272   sm_80 sm_90 1
 //      16      32     8     4      169168   sm_90       1
+//   KV_FP8 = 1 (the FP8 latent cache): every row but 64 x 64, with mj_mqa_smem_bytes_fp8 (16 x 32 x 2: 100,496 B,
+//   two blocks a SM on sm_90); defaults 64 x 32 x 2 above 32 heads, 32 x 64 (sm_90) / 32 x 32 up to 32, 16 x 32 x 2.
 //
 // Requirements on the caller beyond the ABI comment: q, kv, out 16-byte aligned and their token/head strides
 // multiples of 8 elements (the gathers and stores move 16-byte chunks); index rows 1..mj_mqa_max_width wide
@@ -36,6 +38,9 @@
 //    are full BLOCK_N-key slices of that set, so -1 padding and duplicates cost nothing wherever they sit.
 //  * Row sums stay per thread until the epilogue; O is normalized, staged through shared memory and
 //    written with 16-byte stores.
+// The FP8 latent cache (KV_FP8 = 1, fp8.cuh): raw 656-byte rows gathered into their own ring, dequantized
+// by the whole block into ONE bf16 K tile at the top of each tile (lock-step schedule only; see the layout
+// below). Measured on the H200 at 16 heads (16 x 32): 1.37x the bf16 time (docs/perf_mqa_notes.md).
 // Two schedules of the same math:
 //  * lock-step (every config): the whole block moves tile by tile between block barriers; each warp's
 //    P V tile is all BLOCK_H rows x 64 columns. The exchange borrows the P tile and the rope columns of the
@@ -50,13 +55,14 @@
 //    back by the 2-slot ring (one 72 KB tile in flight per SM; the loop without the S math still takes
 //    4.4 ms): a deeper ring needs shared memory this tier does not have at 64 heads x 64 keys.
 #include "mlajit_device.cuh"
+#include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
 
 #ifndef MJ_MQA_KSPLIT  // development overrides only; the runtime never sets them
 #define MJ_MQA_KSPLIT (MJ_BLOCK_H == 64 ? 2 : 1)
 #endif
 #ifndef MJ_MQA_PINGPONG  // default: ping-pong where it was measured faster (64 heads x 64 keys, sm_90)
-#define MJ_MQA_PINGPONG (MJ_BLOCK_H == 64 && MJ_BLOCK_N == 64 && MJ_MQA_KSPLIT == 2)
+#define MJ_MQA_PINGPONG (MJ_BLOCK_H == 64 && MJ_BLOCK_N == 64 && MJ_MQA_KSPLIT == 2 && !MJ_KV_FP8)
 #endif
 #ifndef MJ_MQA_PP_TURNS  // ping-pong: S phases of the two groups strictly alternate (0: free-running)
 #define MJ_MQA_PP_TURNS 1
@@ -71,6 +77,7 @@ constexpr int kH = MJ_BLOCK_H;
 constexpr int kN = MJ_BLOCK_N;
 constexpr int kS = MJ_STAGES;
 constexpr int kThreads = mj_mqa_threads(MJ_WARPS);
+constexpr bool kFp8 = MJ_KV_FP8 != 0;  // the FP8 latent cache (fp8.cuh): raw rows gathered, dequantized in smem
 static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized for 512 latent + 64 rope");
 static_assert(MJ_WARPS == 8, "sparse MQA: WARPS must be 8");
 static_assert(kH == 16 || kH == 32 || kH == 64, "sparse MQA: BLOCK_H must be 16, 32 or 64");
@@ -94,6 +101,7 @@ constexpr int kRgThreads = kQW == 8 ? kCG * kKH * 32 : kThreads;  // threads at 
 
 constexpr bool kPP = MJ_MQA_PINGPONG != 0;
 static_assert(!kPP || (kH == 64 && kKH == 2), "ping-pong needs BLOCK_H 64 with the split reduction");
+static_assert(!kPP || !kFp8, "the FP8 cache runs the lock-step schedule");
 // O = P V warp tile: lock-step all kH rows x 64 columns; ping-pong its group's 32 rows x 128 columns.
 constexpr int kOM = kPP ? 2 : kH / 16;    // m-tiles
 constexpr int kON = kPP ? 16 : 8;         // n-tiles
@@ -107,21 +115,27 @@ constexpr int kNopeCpt = 64 / kTPR;       // 1024-byte latent part = 64 chunks
 constexpr int kRopeCpt = 8 / kTPR;        // 128-byte rope part = 8 chunks
 
 // Shared memory layout (bytes). Q and every ring slot hold the latent part [rows][1024 B] followed by the
-// rope part [rows][128 B].
+// rope part [rows][128 B]. FP8 cache: ONE bf16 K tile (the dequantization writes it at the top of each
+// tile, after the previous tile's P V), then the ring of raw 656-byte rows the gathers land in, then the
+// split reduction's exchange (what the bf16 form borrows from the slot being refilled).
 constexpr int kQBytes = kH * 1152;
 constexpr int kStageBytes = kN * 1152;
+constexpr int kKSlots = kFp8 ? 1 : kS;            // bf16 K tiles
+constexpr int kRawBytes = kN * mj_fp8::kRowBytes;  // FP8: one raw ring slot
 constexpr int kOffK = kQBytes;
-constexpr int kOffP = kOffK + kS * kStageBytes;   // P tile, bf16 [kH][kN]
+constexpr int kOffRaw = kOffK + kKSlots * kStageBytes;          // FP8: raw ring [kS][kN][656]
+constexpr int kOffX = kOffRaw + (kFp8 ? kS * kRawBytes : 0);     // FP8, split reduction: exchange [kN * 128]
+constexpr int kOffP = kOffX + (kFp8 && kKH == 2 ? kN * 128 : 0); // P tile, bf16 [kH][kN]
 constexpr int kOffMax = kOffP + kH * kN * 2;       // row maxima / row sums by column group, fp32 [kH][kCG]
 constexpr int kOffAlpha = kOffMax + 512;           // per-row rescale of O, fp32 [kH]
 constexpr int kOffVm = kOffAlpha + kH * 4;         // lock-step: validity byte per slot row [kS][kN];
                                                    // ping-pong: mbarriers full[kS], empty[kS]
 constexpr int kOffSet = kOffVm + kS * kN;          // the row's key set: keep bitmap, prefix counts, count
 constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
-static_assert(kS * kStageBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
+static_assert(kOffP - kOffK >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 static_assert(kH * kCG * 4 <= 512, "row-stat scratch");
 static_assert(2 * kS * 8 <= kS * kN, "mbarrier space");
-static_assert(kSmem == mj_mqa_smem_bytes(kH, kN, kS, MJ_D_LATENT + MJ_D_ROPE, MJ_D_LATENT),
+static_assert(kSmem == (kFp8 ? mj_mqa_smem_bytes_fp8(kH, kN, kS) : mj_mqa_smem_bytes(kH, kN, kS, MJ_D_LATENT + MJ_D_ROPE, MJ_D_LATENT)),
               "sparse MQA: layout and mj_mqa_smem_bytes disagree");
 constexpr int kSmemLimit = MJ_ARCH >= 90 ? 232448 : 166912;
 constexpr int kSmemPerSM = MJ_ARCH >= 90 ? 233472 : 167936;
@@ -305,13 +319,65 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             mj_cp_async_16(dst + doff[i % kCPG], rowp + 1024 + soff[i % kCPG], rvalid);
     };
 
+    // FP8 cache: a whole 656-byte row into raw slot `slot` (41 chunks; zero-filled past the key set, which
+    // dequantizes to 0: scale 0 times code 0).
+    auto issue_raw = [&](int slot, const unsigned char* row) {
+        const bool ok = row != nullptr;
+        const unsigned char* src = ok ? row : kvb;
+        const mj_u32 dst = sb + kOffRaw + slot * kRawBytes + lrow * mj_fp8::kRowBytes;
+#pragma unroll
+        for (int i = 0; i < (mj_fp8::kRowChunks + kTPR - 1) / kTPR; ++i) {
+            const int c = lsub + i * kTPR;
+            if (c < mj_fp8::kRowChunks) mj_cp_async_16(dst + c * 16, src + c * 16, ok);
+        }
+    };
+    // FP8 cache: raw slot -> the bf16 K tile (latent swizzled as the gathers would write it, k_pe copied).
+    // A warp converts 32 chunks (16 values each) of one row: its shared reads are consecutive 16-byte chunks
+    // and, writing the odd half of each pair first in every other group of four lanes, so are its stores.
+    auto dequant = [&](int slot) {
+        const mj_u32 raw = sb + kOffRaw + slot * kRawBytes;
+        const mj_u32 kt = sb + kOffK;
+#pragma unroll
+        for (int i = 0; i < kN * 32 / kThreads; ++i) {
+            const int j = i * kThreads + tid, row = j >> 5, c = j & 31;
+            const mj_u32 src = raw + row * mj_fp8::kRowBytes;
+            mj_u32 in[4], o[8];
+            mj_ld_shared_v4(in, src + c * 16);
+            const float sc = mj_fp8::ld_shared_f32(src + mj_fp8::kScaleOff + 4 * (c >> 3));
+            mj_fp8::dequant16<MJ_ARCH>(in, sc, o);
+            mj_fp8::st_pair_swizzled(kt + row * 1024, swz(row, 2 * c), swz(row, 2 * c + 1), (c >> 2) & 1, o);
+        }
+#pragma unroll
+        for (int i = 0; i < (kN * 8 + kThreads - 1) / kThreads; ++i) {
+            const int j = i * kThreads + tid, row = j >> 3, c = j & 7;
+            if (kN * 8 % kThreads == 0 || j < kN * 8) {
+                mj_u32 v[4];
+                mj_ld_shared_v4(v, raw + row * mj_fp8::kRowBytes + mj_fp8::kRopeOff + c * 16);
+                mj_fp8::st_shared_v4(kt + kN * 1024 + row * 128 + swz(row, c), v[0], v[1], v[2], v[3]);
+            }
+        }
+    };
+
     int t_issue = 0;
     int t_cur = 0;
     const unsigned char* pf = fetch_idx(t_issue);
+    // FP8: one commit group per raw slot, kS tiles ahead (a raw slot is free again right after its
+    // dequantization), also when nothing is left to issue, so the wait count in the loop is a constant.
+    if constexpr (kFp8) {
+#pragma unroll
+        for (int k = 0; k < kS; ++k) {
+            if (t_issue < ntiles) {
+                issue_raw(k, pf);
+                t_issue = t_issue + 1;
+                pf = fetch_idx(t_issue);
+            }
+            mj_cp_async_commit();
+        }
+    }
     // Lock-step: two commit groups per ring slot (latent, rope), also when nothing is left to issue, so the
     // wait count below is a constant. Ping-pong: each thread's completion arrives on the slot's mbarrier.
 #pragma unroll
-    for (int k = 0; k < kS - 1; ++k) {
+    for (int k = 0; k < (kFp8 ? 0 : kS - 1); ++k) {
         if (t_issue < ntiles) issue_latent(k, pf);
         if constexpr (!kPP) mj_cp_async_commit();
         if (t_issue < ntiles) {
@@ -540,14 +606,29 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
         int st = 0;
         for (; t_cur < ntiles; ++t_cur) {
             const int rs = st == 0 ? kS - 1 : st - 1;  // the slot refilled during this tile
-            mj_cp_async_wait<2 * (kS - 2)>();
-            // Slot st is visible to all; every warp is done with the previous tile (slot rs, P, row stats).
-            __syncthreads();
             const bool have = t_issue < ntiles;
-            if (have) issue_latent(rs, pf);
-            mj_cp_async_commit();
+            if constexpr (kFp8) {
+                // Raw slot st holds this tile: dequantize it into the K tile once every warp is done with the
+                // previous tile (its P V read the K tile), then refill the raw slot kS tiles ahead.
+                mj_cp_async_wait<kS - 1>();
+                __syncthreads();
+                dequant(st);
+                __syncthreads();
+                if (have) {
+                    issue_raw(st, pf);
+                    t_issue = t_issue + 1;
+                    pf = fetch_idx(t_issue);
+                }
+                mj_cp_async_commit();
+            } else {
+                mj_cp_async_wait<2 * (kS - 2)>();
+                // Slot st is visible to all; every warp is done with the previous tile (slot rs, P, row stats).
+                __syncthreads();
+                if (have) issue_latent(rs, pf);
+                mj_cp_async_commit();
+            }
 
-            const mj_u32 stage = sb + kOffK + st * kStageBytes;
+            const mj_u32 stage = sb + kOffK + (kFp8 ? 0 : st * kStageBytes);
             float s[kNTW][4];
             unsigned vbits = 0;
             if (w < kQW) {
@@ -565,7 +646,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
                     // (its rope gather is only issued after the block barrier below). A row group's P rows
                     // overlap only its own pairs' slots, whose reads precede the row-group barrier.
                     const int pair = rg * kCG + cg;
-                    const mj_u32 rope_rs = sb + kOffK + rs * kStageBytes + kN * 1024;
+                    const mj_u32 rope_rs = kFp8 ? sb + kOffX : sb + kOffK + rs * kStageBytes + kN * 1024;
                     const mj_u32 xs = (kh == 0 ? sb + kOffP : rope_rs) + pair * kNTW * 512 + lane * 16;
                     const mj_u32 xr = (kh == 0 ? rope_rs : sb + kOffP) + pair * kNTW * 512 + lane * 16;
 #pragma unroll
@@ -587,24 +668,35 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
 #pragma unroll
                         for (int i = 0; i < 4; ++i) s[nt][i] = acc[0][nt][i];
                 }
-                // Invalid keys were zero-filled; their flags come from the loaders.
-                const unsigned char* vflag = s_vm + st * kN + cg * kWN + 2 * t;
+                if constexpr (kFp8) {
+                    // Slots before the key set's end (the raw slot's next tile is already in flight).
+                    const int cbase = t_cur * kN + cg * kWN + 2 * t;
 #pragma unroll
-                for (int nt = 0; nt < kNTW; ++nt) {
-                    const unsigned f2 = *(const unsigned short*)(vflag + nt * 8);  // columns 2t, 2t+1
-                    vbits |= ((f2 & 0xffu) ? 1u : 0u) << (2 * nt);
-                    vbits |= ((f2 >> 8) ? 1u : 0u) << (2 * nt + 1);
+                    for (int nt = 0; nt < kNTW; ++nt)
+#pragma unroll
+                        for (int j = 0; j < 2; ++j) vbits |= (cbase + nt * 8 + j < nvalid ? 1u : 0u) << (2 * nt + j);
+                } else {
+                    // Invalid keys were zero-filled; their flags come from the loaders.
+                    const unsigned char* vflag = s_vm + st * kN + cg * kWN + 2 * t;
+#pragma unroll
+                    for (int nt = 0; nt < kNTW; ++nt) {
+                        const unsigned f2 = *(const unsigned short*)(vflag + nt * 8);  // columns 2t, 2t+1
+                        vbits |= ((f2 & 0xffu) ? 1u : 0u) << (2 * nt);
+                        vbits |= ((f2 >> 8) ? 1u : 0u) << (2 * nt + 1);
+                    }
                 }
             }
             softmax(s, vbits, w < kQW);  // idle S warps still take part in the row-group barrier
             // P and alpha complete; every exchange read is done, so slot rs's rope columns may be gathered into.
             __syncthreads();
-            if (have) {
-                issue_rope(rs);
-                t_issue = t_issue + 1;
-                pf = fetch_idx(t_issue);  // consumed one tile later: its latency hides behind this tile's math
+            if constexpr (!kFp8) {
+                if (have) {
+                    issue_rope(rs);
+                    t_issue = t_issue + 1;
+                    pf = fetch_idx(t_issue);  // consumed one tile later: its latency hides behind this tile's math
+                }
+                mj_cp_async_commit();
             }
-            mj_cp_async_commit();
             rescale_and_pv(stage);
             st = st + 1 == kS ? 0 : st + 1;
         }

@@ -22,7 +22,12 @@
 //    columns: O[:, 256g..256g+255] += P V (m64n256k16, 4 k-steps), 128 fp32 accumulators a thread.
 //  * Row sums stay per warpgroup until the epilogue; O is normalized, staged through the Q region and
 //    written with 16-byte stores.
+//  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring and math; the producer loads each row's 512
+//    e4m3 codes into registers and writes the dequantized bf16 into the slot itself (no shared memory is
+//    left for a raw ring). Measured on the H200 (8k, paged): 1.5x the bf16 time at 32-128 heads: the
+//    producer's dequantization, not the bytes, bounds it (docs/perf_mqa_notes.md).
 #include "mlajit_device.cuh"
+#include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
 
 // ================= Hopper PTX wrappers (namespace mj90; the lead folds them into kernels_src/sm90.cuh) =================
@@ -85,6 +90,15 @@ template <int N>
 MJ_DEVICE void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+// Extra (not in the shared vocabulary): 16 / 4 bytes of read-only global data, kept out of L1.
+MJ_DEVICE void ld_global_nc_v4(mj_u32 (&r)[4], const void* g) {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(g));
+}
+MJ_DEVICE float ld_global_nc_f32(const void* g) {
+    float v;
+    asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(g));
+    return v;
+}
 // Extra (not in the shared vocabulary): the completion of this thread's earlier cp.async arrives on `bar`
 // (noinc: the barrier's expected count includes these arrivals).
 MJ_DEVICE void cp_async_mbar_arrive_noinc(unsigned long long* bar) {
@@ -122,7 +136,8 @@ MJ_DEVICE void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a, u
 #ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
 #define MJ_MQA90_OVERLAP 1
 #endif
-#ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong)
+#ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong);
+                          // 2 (FP8 only): codes stored unconverted (timing of the dequantization's share)
 #define MJ_MQA90_DEV_SKIP 0
 #endif
 
@@ -150,6 +165,16 @@ static_assert(kSmem == mj_mqa90_smem_bytes(), "sparse MQA sm90: layout and mj_mq
 static_assert(kSmem <= 232448, "sparse MQA sm90: over the per-block shared memory of sm_90");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads
+constexpr bool kFp8 = MJ_KV_FP8 != 0;
+// Registers after setmaxnreg. bf16: a lean cp.async producer. FP8: the producer holds a tile's 16 rows a warp
+// in registers (64 a thread) between their loads and their dequantization, and the next tile's loads are
+// issued as registers free up; the math code fits 176 without spills (it takes 184 of a 232 budget). The
+// math warps' increase must be covered by what the producer releases (168 -> 144: 3,072 registers;
+// 168 -> 176: 2,048), or setmaxnreg.inc would wait forever.
+constexpr int kProducerRegs = kFp8 ? 144 : 40;
+constexpr int kMathRegs = kFp8 ? 176 : 232;
+static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
+static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the producer must release what the math warps take");
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
 MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
@@ -184,7 +209,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     }
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            mj90::mbar_init(&full[s], 128);          // one cp.async-completion arrive per producer thread
+            // One cp.async-completion arrive per producer thread (FP8: and one after its dequantized stores).
+            mj90::mbar_init(&full[s], kFp8 ? 256 : 128);
             mj90::mbar_init(&empty[s], kConsumers);  // every math thread after its P V
         }
     }
@@ -196,11 +222,91 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     const int nwords = (width + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;
 
-    if (warp >= 8) {
+    if (kFp8 && warp >= 8) {
+        // ---- FP8 producer: warp pw owns rows 16 pw .. 16 pw + 15 of every tile. A row's 512 codes are one
+        // 16-byte load a lane (lane L: codes 16L..16L+15, of scale L / 8), held in registers; the scales of
+        // 8 rows are one load a lane (lane L: scale L % 4 of row L / 4), handed out by shuffles. Per tile:
+        // wait for the slot, start k_pe (bf16, cp.async of lanes 0..7) so it lands while the codes are
+        // converted, convert rows 0..7, load rows 0..7 of the next tile into the freed registers, convert
+        // rows 8..15, load rows 8..15 of the next tile. Dequantized chunks are stored swizzled as the bf16
+        // gathers write them. Rows past the key set load nothing and store zeros.
+        mj90::setmaxnreg_dec<kProducerRegs>();
+        const int pw = warp - 8;
+        // Key of row (pw * 16 + lane % 16) of tile t, or -1 past the set; then its row pointer (a block-table
+        // load): split so the two dependent loads sit a tile apart.
+        auto key_of = [&](int t) -> int {
+            const int c = t * kN + pw * 16 + (lane & 15);
+            return c < nvalid ? irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)] : -1;
+        };
+        auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
+        mj_u32 v[16][4];
+        float sc[2];
+        auto load_half = [&](int h, const unsigned char* mine) {
+#pragma unroll
+            for (int i = 8 * h; i < 8 * h + 8; ++i) {
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                if (rowp != nullptr) {
+                    mj90::ld_global_nc_v4(v[i], rowp + lane * 16);
+                } else {
+                    v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0u;
+                }
+            }
+            const unsigned char* rows = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, 8 * h + (lane >> 2));
+            sc[h] = rows != nullptr ? mj90::ld_global_nc_f32(rows + mj_fp8::kScaleOff + 4 * (lane & 3)) : 0.f;
+        };
+        auto convert_half = [&](int h, unsigned tile_a) {
+#pragma unroll
+            for (int i = 8 * h; i < 8 * h + 8; ++i) {
+                const int r = pw * 16 + i;
+                const float scale = __shfl_sync(0xffffffffu, sc[h], 4 * (i & 7) + (lane >> 3));
+                mj_u32 o[8];
+                if constexpr (MJ_MQA90_DEV_SKIP == 2) {  // timing only: the codes stored unconverted
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) o[j] = v[i][j >> 1] ^ __float_as_uint(scale);
+                } else {
+                    mj_fp8::dequant16<MJ_ARCH>(v[i], scale, o);
+                }
+                mj_fp8::st_pair_swizzled(tile_a, tile_off(r, 2 * lane), tile_off(r, 2 * lane + 1), (lane >> 2) & 1, o);
+            }
+        };
+        const unsigned char* cur = ntiles > 0 ? ptr_of(key_of(0)) : nullptr;
+        int key_next = ntiles > 1 ? key_of(1) : -1;
+        if (ntiles > 0) {
+            load_half(0, cur);
+            load_half(1, cur);
+        }
+        for (int t = 0; t < ntiles; ++t) {
+            const int slot = t % kS;
+            const bool more = t + 1 < ntiles;
+            const unsigned char* nxt = more ? ptr_of(key_next) : nullptr;
+            key_next = t + 2 < ntiles ? key_of(t + 2) : -1;
+            if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+            unsigned char* tile = smem + kOffK + slot * kTileBytes;
+            const unsigned tile_a = mj90::smem_u32(tile);
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)cur, i);
+                if (lane < 8)
+                    mj90::cp_async_16(tile + tile_off(pw * 16 + i, 64 + lane),
+                                      (rowp != nullptr ? rowp : (const unsigned char*)p.kv) + mj_fp8::kRopeOff + lane * 16, rowp != nullptr);
+            }
+            convert_half(0, tile_a);
+            if (more) load_half(0, nxt);
+            convert_half(1, tile_a);
+            if (more) load_half(1, nxt);
+            mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
+            mj90::cp_async_mbar_arrive_noinc(&full[slot]);
+            mj90::mbar_arrive(&full[slot]);
+            cur = nxt;
+        }
+        mj90::cp_async_wait<0>();
+        return;
+    }
+    if (!kFp8 && warp >= 8) {
         // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
         // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
         // 512 contiguous bytes of one latent row, and its shared-memory writes fill every bank 4 times.
-        mj90::setmaxnreg_dec<40>();
+        mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
@@ -226,7 +332,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     }
 
     // ---- math warpgroups ----
-    mj90::setmaxnreg_inc<232>();
+    mj90::setmaxnreg_inc<kMathRegs>();
     const int wg = warp >> 2;                    // 0 or 1
     const int wt = tid & 127;                    // thread within the warpgroup
     const int row0 = (wt >> 5) * 16 + (lane >> 2);  // accumulator rows row0, row0 + 8

@@ -35,13 +35,13 @@ const FamilyInfo& family_info(Family f) {
         {Family::mha_fwd, "mha_fwd", "mha/sm80.cuh", "mlajit_mha_fwd",
          {"BLOCK_M", "BLOCK_N", "WARPS", "STAGES", "MASKED", "D_NOPE", "D_ROPE", "D_V"}},
         {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa/sm80.cuh", "mlajit_sparse_mqa_fwd",
-         {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE"}},
+         {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
         {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
         {Family::mha_fwd_sm90, "mha_fwd_sm90", "mha/sm90.cuh", "mlajit_mha_fwd_sm90",
          {"BLOCK_M", "BLOCK_N", "STAGES", "MASKED", "PINGPONG", "D_NOPE", "D_ROPE", "D_V"}},
         {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK"}},
         {Family::sparse_mqa_fwd_sm90, "sparse_mqa_fwd_sm90", "sparse_mqa/sm90.cuh", "mlajit_sparse_mqa_fwd_sm90",
-         {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE"}},
+         {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
     };
     return infos[(int)f];
 }

@@ -31,15 +31,28 @@ const std::vector<MqaTile>& supported_mqa_tiles() {
     return t;
 }
 
+std::vector<MqaTile> supported_mqa_fp8_tiles(const Arch& arch) {
+    // The portable kernel's FP8 form keeps one bf16 K tile and a ring of raw 656-byte rows (sm80.cuh):
+    // 64 x 64 does not fit any arch; the rest where mj_mqa_smem_bytes_fp8 fits the arch's per-block limit
+    // (the same limits the kernel static_asserts). The first row that matches an override wins.
+    static const MqaTile all[] = {{64, 32, 8, 2}, {64, 32, 8, 3}, {32, 64, 8, 2}, {32, 32, 8, 2},
+                                  {16, 32, 8, 2}, {16, 64, 8, 2}, {16, 32, 8, 3}, {16, 32, 8, 4}};
+    const int limit = arch.sm >= 90 ? 232448 : 166912;
+    std::vector<MqaTile> t;
+    for (const MqaTile& m : all)
+        if (mj_mqa_smem_bytes_fp8(m.block_h, m.block_n, m.stages) <= limit) t.push_back(m);
+    return t;
+}
+
 namespace {
 std::string list_mha() {
     std::string s;
     for (auto& t : supported_mha_tiles()) s += fmt::format("{}{}x{}", s.empty() ? "" : ", ", t.block_m, t.block_n);
     return s;
 }
-std::string list_mqa() {
+std::string list_mqa(const std::vector<MqaTile>& tiles) {
     std::string s;
-    for (auto& t : supported_mqa_tiles()) s += fmt::format("{}{}x{}", s.empty() ? "" : ", ", t.block_h, t.block_n);
+    for (auto& t : tiles) s += fmt::format("{}{}x{}", s.empty() ? "" : ", ", t.block_h, t.block_n);
     return s;
 }
 }  // namespace
@@ -55,26 +68,30 @@ MhaTile mha_tile_for(const Arch& arch) {
     return supported_mha_tiles()[0];
 }
 
-MqaTile mqa_tile_for(const Arch& arch, int num_heads) {
+MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // Hopper tier: the wgmma kernel (sparse_mqa/sm90.cuh) above 16 heads. Its wgmma tile is 64 heads, so
     // at 32 heads it pads 2x and still beats the portable 32-head tile (H200, 8k: 5.5 against 7.5 ms); at
     // 16 heads the portable 16-head tile (two blocks per SM) measured faster (docs/perf_mqa_notes.md).
+    // The FP8 cache: the same split. Measured on the H200 (docs/perf_mqa_notes.md, FP8 section): at 16
+    // heads the portable FP8 16 x 32 tile 7.43 ms against the Hopper FP8 kernel's 8.29 (8k, paged).
     if (use_hopper_tier(arch) && num_heads > 16 && !config().mqa_tile.set()) return kMqaHopperTile;
     const auto& o = config().mqa_tile;
+    const std::vector<MqaTile> tiles = kv_fp8 ? supported_mqa_fp8_tiles(arch) : supported_mqa_tiles();
     if (o.set()) {
-        for (auto& t : supported_mqa_tiles())
+        for (auto& t : tiles)
             if (t.block_h == o.a && t.block_n == o.b) return t;
-        fail(MLAJIT_ERROR_CONFIG, "MLAJIT_MQA_TILE={}x{} is not a tile the sparse MQA kernel supports: use one of {}", o.a, o.b,
-             list_mqa());
+        fail(MLAJIT_ERROR_CONFIG, "MLAJIT_MQA_TILE={}x{} is not a tile the sparse MQA kernel supports{}: use one of {}", o.a, o.b,
+             kv_fp8 ? fmt::format(" on the FP8 latent cache on {}", arch.name()) : std::string(), list_mqa(tiles));
     }
     // Pad heads only up to the next tile of 16/32/64: at TP8 (16 local heads) a 64-head tile would do 4x
     // the work. Measured on the H200 (docs/perf_mqa_notes.md): 64x64 at h > 32, 32x64 at 16 < h <= 32,
     // 16x32 at h <= 16 (two blocks per SM). sm_80-class parts (163 KiB per block) take 32-key tiles.
+    // FP8: 64 heads take 32-key tiles (64 x 64 does not fit with the raw ring).
     const int want_h = num_heads <= 16 ? 16 : num_heads <= 32 ? 32 : 64;
-    const int want_n = want_h == 16 || arch.sm < 90 ? 32 : 64;
-    for (auto& t : supported_mqa_tiles())
+    const int want_n = want_h == 16 || arch.sm < 90 || (kv_fp8 && want_h == 64) ? 32 : 64;
+    for (auto& t : tiles)
         if (t.block_h == want_h && t.block_n == want_n) return t;
-    return supported_mqa_tiles()[0];
+    return tiles[0];
 }
 
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked) {
@@ -103,16 +120,16 @@ KernelSpec mha_spec_for(const Arch& arch, bool masked) {
     return mha_sm90_spec(arch, masked, kMhaSm90PingPong);
 }
 
-KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t) {
+KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8) {
     KernelSpec s;
     s.arch = arch;
     if (t.warps == kMqaHopperWarps) {  // the Hopper tier's one specialization (64 x 64, 2 stages)
         s.family = Family::sparse_mqa_fwd_sm90;
-        s.p = {t.block_h, t.block_n, t.stages, kDimLatent, kDimRope};
+        s.p = {t.block_h, t.block_n, t.stages, kDimLatent, kDimRope, kv_fp8 ? 1 : 0};
         return s;
     }
     s.family = Family::sparse_mqa_fwd;
-    s.p = {t.block_h, t.block_n, t.warps, t.stages, kDimLatent, kDimRope};
+    s.p = {t.block_h, t.block_n, t.warps, t.stages, kDimLatent, kDimRope, kv_fp8 ? 1 : 0};
     return s;
 }
 
@@ -147,6 +164,7 @@ int mha_threads(const KernelSpec& s) {
 }
 int mqa_smem_bytes(const KernelSpec& s) {
     if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
+    if (s.p[6] != 0) return mj_mqa_smem_bytes_fp8(s.p[0], s.p[1], s.p[3]);  // KV_FP8
     return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
 }
 int mqa_threads(const KernelSpec& s) {

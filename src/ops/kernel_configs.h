@@ -32,11 +32,16 @@ inline constexpr MqaTile kMqaHopperTile{64, 64, kMqaHopperWarps, 2};
 
 const std::vector<MhaTile>& supported_mha_tiles();
 const std::vector<MqaTile>& supported_mqa_tiles();
+// The portable tier's tiles for the FP8 latent cache (their shared memory, mj_mqa_smem_bytes_fp8, fits
+// the arch: on sm_80-class parts the 16- and 32-key tiles only).
+std::vector<MqaTile> supported_mqa_fp8_tiles(const Arch& arch);
 
 // The tile ops use: MLAJIT_MHA_TILE / MLAJIT_MQA_TILE if set (validated; Error(CONFIG) lists the supported
 // ones), else the default for the arch (and, for MQA, the head count).
 MhaTile mha_tile_for(const Arch& arch);
-MqaTile mqa_tile_for(const Arch& arch, int num_heads);
+// kv_fp8: the FP8 latent cache (fp8_ds_mla rows): the same Hopper-tier kernel, but portable tiles from
+// supported_mqa_fp8_tiles.
+MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8 = false);
 
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked);  // portable tier (mha_fwd)
 // Hopper tier (mha_fwd_sm90): 128x128 tiles, 2 consumer warpgroups; ping-pong of their GEMM issue on/off.
@@ -44,7 +49,8 @@ KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong);
 // The MHA kernel the ops launch on arch: the Hopper tier where use_hopper_tier(arch) (MLAJIT_MHA_TILE may
 // only name its 128x128 tile there), else the portable tier with mha_tile_for(arch).
 KernelSpec mha_spec_for(const Arch& arch, bool masked);
-KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t);
+// kv_fp8 selects the kernels that read the FP8 latent cache (spec parameter KV_FP8: its own cache keys).
+KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8 = false);
 KernelSpec topk_mask_spec(const Arch& arch);
 KernelSpec paged_gather_spec(const Arch& arch);
 

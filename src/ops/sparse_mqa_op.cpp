@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include "common/error.h"
 #include "mlajit_abi.h"
 #include "ops/kernel_configs.h"
@@ -14,8 +16,23 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
     const int64_t s_q = q[0], heads = q[1];
     if (heads < 1 || heads > 128) fail_arg("q: the number of heads (dimension 1) must be in 1..128, got {}", heads);
     const bool paged = present(*block_table);
-    // Contiguous: kv [s_kv, 576]. Paged: kv [num_pages, block_size, 576] and block_table [batch, max_blocks].
-    auto kv = paged ? check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, -1, kDimQkMqa}) : check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, kDimQkMqa});
+    // The FP8 latent cache (mlajit.h "FP8 latent cache"): uint8 [num_pages, block_size, 656], paged only.
+    // Read the dtype as the integer a C caller stored (check_tensor does the same).
+    int32_t kv_dtype = 0;
+    std::memcpy(&kv_dtype, &a.kv.dtype, sizeof kv_dtype);
+    const bool fp8 = kv_dtype == MLAJIT_UINT8;
+    if (fp8 && !paged)
+        fail_arg("kv: the FP8 latent cache (uint8) is accepted only paged, as [num_blocks, block_size, {}] with block_table; got "
+                 "shape {} without a block_table: pass the block table (a contiguous FP8 kv is not supported)",
+                 mj_mqa_fp8_row_bytes, shape_str(a.kv));
+    if (fp8 && a.kv.ndim == 3 && a.kv.shape[2] != mj_mqa_fp8_row_bytes)
+        fail_arg("kv: the FP8 latent cache's rows are {} bytes (512 e4m3 codes, 4 fp32 scales, 64 bf16 k_pe), got a last "
+                 "dimension of {} (shape {})", mj_mqa_fp8_row_bytes, a.kv.shape[2], shape_str(a.kv));
+    // Contiguous: kv [s_kv, 576]. Paged: kv [num_pages, block_size, 576] (or the FP8 rows) and block_table
+    // [batch, max_blocks]. check_tensor also wants 16-byte aligned data and strides (FP8: strides in bytes).
+    auto kv = fp8     ? check_tensor(a.kv, "kv", MLAJIT_UINT8, {-1, -1, mj_mqa_fp8_row_bytes})
+              : paged ? check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, -1, kDimQkMqa})
+                      : check_tensor(a.kv, "kv", MLAJIT_BF16, {-1, kDimQkMqa});
     auto idx = check_tensor(a.indices, "indices", MLAJIT_INT32, {s_q, -1}, false);
     const int64_t topk = idx[1];
     if (topk < 1 || topk > mj_mqa_max_width)
@@ -41,8 +58,8 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
             fail_arg("kv: num_pages, block_size and max_blocks * block_size must fit in int32, got {}", shape_str(a.kv));
         p.block_table = static_cast<const int*>(block_table->data);
         p.bt_stride_req = block_table->stride[0];
-        p.kv_stride_page = a.kv.stride[0];
-        p.kv_stride_tok = a.kv.stride[1];
+        p.kv_stride_page = a.kv.stride[0];  // elements of kv's dtype: bytes for the FP8 cache
+        p.kv_stride_tok = a.kv.stride[1];  // (unused at block size 1: row 0 of every page)
         p.block_size = (int)kv[1];
         p.num_pages = (int)kv[0];
         s_kv = bt[1] * kv[1];
@@ -97,7 +114,7 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
     if (a.causal != 0 && a.causal != 1) fail_arg("causal must be 0 (FlashMLA's index semantics) or 1 (DSA's), got {}", a.causal);
     p.causal = a.causal;
 
-    KernelSpec spec = sparse_mqa_spec(arch, mqa_tile_for(arch, (int)heads));
+    KernelSpec spec = sparse_mqa_spec(arch, mqa_tile_for(arch, (int)heads, fp8), fp8);
     plan.grid = Dim3{(unsigned)(s_q - first_tok), (unsigned)((heads + spec.p[0] - 1) / spec.p[0]), 1};
     plan.threads = mqa_threads(spec);
     plan.smem = mqa_smem_bytes(spec);

@@ -45,6 +45,7 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
         for (int tp : tp_degrees) {
             if (tp < 1 || m.heads % tp != 0) fail_arg("TP degree {} does not divide the model's {} heads", tp, m.heads);
             add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp)));
+            add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp, true), true));  // the FP8 latent cache
         }
     }
     return out;

@@ -3,7 +3,10 @@
 // message naming the argument, the expected and the got.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "common/error.h"
+#include "config/env.h"
 #include "mlajit/mlajit.hpp"
 #include "ops/kernel_configs.h"
 #include "ops/ops.h"
@@ -277,5 +280,107 @@ TEST_CASE("validation: sparse MQA over a paged latent cache") {
         CHECK(plan_sparse_mqa(kArch, c).params.causal == 1);
         c.causal = 2;
         CHECK(has(invalid([&] { plan_sparse_mqa(kArch, c); }), "causal"));
+    }
+}
+
+TEST_CASE("validation: sparse MQA over the FP8 latent cache") {
+    auto a = good_mqa();
+    a.kv = t(fake(2), MLAJIT_UINT8, {40, 64, 656});  // 40 pages of 64 fp8_ds_mla rows
+    const int32_t cu_q[] = {0, 100, 300};
+    const int32_t cu_k[] = {0, 150, 800};
+    a.cu_seqlens_q = t(fake(7), MLAJIT_INT32, {3});
+    a.cu_seqlens_kv = t(fake(8), MLAJIT_INT32, {3});
+    a.cu_seqlens_q_host = cu_q;
+    a.cu_seqlens_kv_host = cu_k;
+    a.block_table = t(fake(9), MLAJIT_INT32, {2, 13});
+    {
+        auto p = plan_sparse_mqa(kArch, a);  // strides in bytes; the spec says KV_FP8
+        CHECK(p.params.kv_stride_page == 64 * 656);
+        CHECK(p.params.kv_stride_tok == 656);
+        CHECK(p.params.block_size == 64);
+        CHECK(p.params.num_pages == 40);
+        const int fp8_param = p.spec.family == Family::sparse_mqa_fwd_sm90 ? p.spec.p[5] : p.spec.p[6];
+        CHECK(fp8_param == 1);
+        CHECK(p.smem == mqa_smem_bytes(p.spec));
+        auto bf = good_mqa();  // the bf16 form of the same call: a different kernel (cache key)
+        CHECK_FALSE(plan_sparse_mqa(kArch, bf).spec == p.spec);
+    }
+    for (int heads : {1, 16, 32, 64, 128}) {  // every head count plans, on both tiers' archs
+        for (const char* arch : {"sm_80", "sm_90a"}) {
+            auto b = a;
+            b.q.shape[1] = b.out.shape[1] = b.lse.shape[1] = b.max_logits.shape[1] = heads;
+            b.q.stride[0] = heads * 576;
+            b.out.stride[0] = heads * 512;
+            b.lse.stride[0] = b.max_logits.stride[0] = heads;
+            auto p = plan_sparse_mqa(Arch::parse(arch), b);
+            CAPTURE(spec_name(p.spec));
+            CHECK(p.smem <= (Arch::parse(arch).sm >= 90 ? 232448 : 166912));
+        }
+    }
+    {
+        auto b = a;  // a block size of 1 is fine (one row a page)
+        b.kv = t(fake(2), MLAJIT_UINT8, {800, 1, 656});
+        b.block_table = t(fake(9), MLAJIT_INT32, {2, 800});
+        CHECK(plan_sparse_mqa(kArch, b).params.block_size == 1);
+    }
+    {
+        auto b = a;  // wrong last dimension
+        b.kv = t(fake(2), MLAJIT_UINT8, {40, 64, 576});
+        auto m = invalid([&] { plan_sparse_mqa(kArch, b); });
+        CHECK(has(m, "kv:"));
+        CHECK(has(m, "656"));
+        CHECK(has(m, "576"));
+    }
+    {
+        auto b = a;  // a row stride that is not a multiple of 16 bytes
+        b.kv.stride[1] = 660;
+        b.kv.stride[0] = 64 * 660;
+        auto m = invalid([&] { plan_sparse_mqa(kArch, b); });
+        CHECK(has(m, "kv:"));
+        CHECK(has(m, "16 bytes"));
+    }
+    {
+        auto b = a;  // padded rows (672 bytes) are fine
+        b.kv.stride[1] = 672;
+        b.kv.stride[0] = 64 * 672;
+        CHECK(plan_sparse_mqa(kArch, b).params.kv_stride_tok == 672);
+    }
+    {
+        auto b = a;  // a base pointer that is not 16-byte aligned
+        b.kv.data = static_cast<char*>(fake(2)) + 8;
+        CHECK(has(invalid([&] { plan_sparse_mqa(kArch, b); }), "aligned"));
+    }
+    {
+        auto b = a;  // no block table: refused, saying what to pass
+        b.block_table = mlajit_tensor{};
+        b.kv = t(fake(2), MLAJIT_UINT8, {800, 656});
+        auto m = invalid([&] { plan_sparse_mqa(kArch, b); });
+        CHECK(has(m, "block_table"));
+        CHECK(has(m, "FP8"));
+    }
+    {
+        auto b = a;  // block size 0
+        b.kv = t(fake(2), MLAJIT_UINT8, {40, 0, 656});
+        CHECK(has(invalid([&] { plan_sparse_mqa(kArch, b); }), "block size"));
+    }
+    {
+        auto b = a;  // an FP8 override the FP8 kernel has no room for names the ones it has
+        setenv("MLAJIT_MQA_TILE", "64x64", 1);
+        setenv("MLAJIT_TIER", "portable", 1);
+        reload_config();
+        std::string m;
+        mlajit_status st = MLAJIT_OK;
+        try {
+            plan_sparse_mqa(kArch, b);
+        } catch (const Error& e) {
+            st = e.status();
+            m = e.what();
+        }
+        unsetenv("MLAJIT_MQA_TILE");
+        unsetenv("MLAJIT_TIER");
+        reload_config();
+        CHECK(st == MLAJIT_ERROR_CONFIG);
+        CHECK(has(m, "FP8"));
+        CHECK(has(m, "64x32"));
     }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -176,7 +177,47 @@ struct MqaCase {
     int first_req = 0;        // batched: the call covers requests first_req.. only (cu_seqlens[0] > 0)
     int block_size = 0;       // > 0: the latent cache paged into shuffled pages of this many rows
     bool causal = false;      // DSA's causal index semantics (rows also get indices past the query's position)
+    bool fp8 = false;         // paged: the FP8 latent cache (fp8_ds_mla rows of 656 bytes) instead of bf16 pages
+    int64_t nan_key = -1;     // fp8: this kv row's second scale is NaN (rows attending it must be non-finite)
 };
+
+// ---- a host encoder of the FP8 latent cache (mlajit.h "FP8 latent cache"), for these tests only ----
+// e4m3fn: bias 7, max 448, S.1111.111 is NaN; round-to-nearest-even onto the grid, saturating.
+float e4m3_value(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    if (e == 15 && m == 7) return NAN;
+    const float v = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.0f + float(m) / 8.0f, e - 7);
+    return (b & 0x80) ? -v : v;
+}
+uint8_t e4m3_code(float x) {
+    const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+    const float a = std::fabs(x);
+    if (!(a < 448.0f)) return sign | 0x7e;
+    int e = 0;
+    std::frexp(a, &e);
+    const int E = std::max(e - 1, -6);  // the binade of a; subnormals step 2^-9
+    const float q = std::min(std::nearbyint(a / std::ldexp(1.0f, E - 3)) * std::ldexp(1.0f, E - 3), 448.0f);
+    for (int c = 0; c < 0x7f; ++c)  // the grid is 127 values: find q's code
+        if (e4m3_value(uint8_t(c)) == q) return sign | uint8_t(c);
+    return sign | 0x7e;
+}
+// One 656-byte row from a bf16 row of 576 (kv_c 512, k_pe 64): per-128 scale amax / 448 (1 for all zeros);
+// the row is overwritten with what the kernels compute with, bf16(float(e4m3) * scale), k_pe as stored.
+void quantize_row(uint16_t* row, uint8_t* out, bool nan_scale) {
+    for (int g = 0; g < 4; ++g) {
+        float amax = 0;
+        for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(R::bf16_to_float(row[g * 128 + i])));
+        const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+        for (int i = 0; i < 128; ++i) {
+            const uint8_t c = e4m3_code(R::bf16_to_float(row[g * 128 + i]) / scale);
+            out[g * 128 + i] = c;
+            row[g * 128 + i] = R::float_to_bf16(e4m3_value(c) * scale);
+        }
+        const float stored = nan_scale && g == 1 ? NAN : scale;
+        std::memcpy(out + 512 + 4 * g, &stored, 4);
+    }
+    std::memcpy(out + 528, row + 512, 128);
+}
 
 // The reference's view of a row: a key listed twice is attended once (later copies become -1).
 std::vector<int32_t> first_copies(const std::vector<int32_t>& idx, int64_t rows, int64_t width) {
@@ -205,7 +246,9 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     INFO(rng.seed_note());
     INFO("heads " << c.heads << ", s_q " << c.s_q << ", s_kv " << c.s_kv << ", topk " << c.topk << ", width " << c.width
                   << (c.batched ? ", batched" : "") << (c.pad_at_end ? ", padding at row end" : "") << ", first request "
-                  << c.first_req << ", block size " << c.block_size);
+                  << c.first_req << ", block size " << c.block_size << (c.fp8 ? ", FP8 cache" : "") << ", NaN-scale key "
+                  << c.nan_key);
+    REQUIRE((!c.fp8 || c.block_size > 0));
     const int64_t h = c.heads, sq = c.s_q, skv = c.s_kv, topk = c.width ? c.width : c.topk;
     Batch b;
     if (c.batched) {  // three requests of uneven size, each its own chunk of kv
@@ -257,14 +300,24 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     // page shared with request 0's (same rows, copied into the contiguous kv the reference reads), spare
     // pages and unused table entries poisoned / out of range.
     const int64_t bs = c.block_size;
+    // FP8: every row quantized; kv then holds the values the kernels compute with (the reference reads them).
+    std::vector<uint8_t> rows8;
+    if (c.fp8) {
+        rows8.assign(size_t(skv * 656), 0);
+        for (int64_t r = 0; r < skv; ++r) quantize_row(&kv[size_t(r * 576)], &rows8[size_t(r * 656)], r == c.nan_key);
+    }
     std::vector<int32_t> table;
     std::vector<uint16_t> pages;
+    std::vector<uint8_t> pages8;
     int64_t max_blocks = 0, num_pages = 0;
     if (bs > 0) {
         const int64_t nreq = b.batch();
         const bool share = nreq >= 2 && b.cu_k[1] - b.cu_k[0] >= bs && b.cu_k[2] - b.cu_k[1] >= bs;
-        if (share)
+        if (share) {
             for (int64_t i = 0; i < bs * 576; ++i) kv[size_t(b.cu_k[1] * 576 + i)] = kv[size_t(b.cu_k[0] * 576 + i)];
+            if (c.fp8)
+                for (int64_t i = 0; i < bs * 656; ++i) rows8[size_t(b.cu_k[1] * 656 + i)] = rows8[size_t(b.cu_k[0] * 656 + i)];
+        }
         int64_t need = 0;
         for (int64_t r = 0; r < nreq; ++r) {
             const int64_t nb = (b.cu_k[r + 1] - b.cu_k[r] + bs - 1) / bs;
@@ -277,6 +330,7 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
         for (int64_t i = 0; i < num_pages; ++i) perm[size_t(i)] = int32_t(i);
         for (int64_t i = num_pages - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.uniform_int(0, i))]);
         pages.assign(size_t(num_pages * bs * 576), 0x7f7f);  // ~3e38: a read of a row nobody owns shows
+        if (c.fp8) pages8.assign(size_t(num_pages * bs * 656), 0x7f);  // e4m3 NaN codes, scales ~3.4e38
         table.assign(size_t(nreq * max_blocks), int32_t(num_pages + 7));
         int64_t next = 0;
         for (int64_t r = 0; r < nreq; ++r) {
@@ -284,17 +338,23 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
             for (int64_t blk = 0; blk * bs < len; ++blk) {
                 const int32_t pg = (share && r == 1 && blk == 0) ? table[0] : perm[size_t(next++)];
                 table[size_t(r * max_blocks + blk)] = pg;
-                for (int64_t i = 0; i < bs && blk * bs + i < len; ++i)
+                for (int64_t i = 0; i < bs && blk * bs + i < len; ++i) {
                     std::copy_n(kv.begin() + (b.cu_k[r] + blk * bs + i) * 576, 576, pages.begin() + (pg * bs + i) * 576);
+                    if (c.fp8)
+                        std::copy_n(rows8.begin() + (b.cu_k[r] + blk * bs + i) * 656, 656, pages8.begin() + (pg * bs + i) * 656);
+                }
             }
         }
     }
     DeviceBuffer<uint16_t> dq(q), dkv(bs > 0 ? pages : kv), dout(sq * h * 512);
+    DeviceBuffer<uint8_t> dkv8(c.fp8 ? pages8 : std::vector<uint8_t>(16, 0));
     DeviceBuffer<int32_t> didx(idx), dcq(b.cu_q), dck(b.cu_k), dbt(table);
     DeviceBuffer<float> dlse(sq * h), dml(sq * h);
     mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     a.q = tensor(dq.get(), MLAJIT_BF16, {sq, h, 576});
-    a.kv = bs > 0 ? tensor(dkv.get(), MLAJIT_BF16, {num_pages, bs, 576}) : tensor(dkv.get(), MLAJIT_BF16, {skv, 576});
+    a.kv = c.fp8 ? tensor(dkv8.get(), MLAJIT_UINT8, {num_pages, bs, 656})
+           : bs > 0 ? tensor(dkv.get(), MLAJIT_BF16, {num_pages, bs, 576})
+                    : tensor(dkv.get(), MLAJIT_BF16, {skv, 576});
     a.indices = tensor(didx.get(), MLAJIT_INT32, {sq, topk});
     a.out = tensor(dout.get(), MLAJIT_BF16, {sq, h, 512});
     a.lse = tensor(dlse.get(), MLAJIT_FP32, {sq, h});
@@ -352,6 +412,27 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     rows.erase(std::remove_if(rows.begin(), rows.end(), [&](int64_t r) { return r < first_tok; }), rows.end());
+    if (c.nan_key >= 0) {
+        // Rows whose set holds the NaN-scale key (single sequence, FlashMLA's semantics: valid iff < s_kv) must
+        // be non-finite in every head; the reference checks the others.
+        REQUIRE((!c.batched && !c.causal && c.nan_key < skv));
+        int64_t affected = 0;
+        for (int64_t t = 0; t < sq; ++t) {
+            bool hit = false;
+            for (int64_t j = 0; j < topk; ++j) hit |= idx[size_t(t * topk + j)] == c.nan_key;
+            if (!hit) continue;
+            ++affected;
+            for (int64_t hh = 0; hh < h; ++hh) {
+                bool nonfinite = false;
+                for (int64_t d = 0; d < 512; ++d) nonfinite |= !std::isfinite(R::bf16_to_float(out[size_t((t * h + hh) * 512 + d)]));
+                if (!nonfinite) FAIL_CHECK("row " << t << " head " << hh << " attends the NaN-scale key but its output is finite");
+            }
+            rows.erase(std::remove(rows.begin(), rows.end(), t), rows.end());
+        }
+        CHECK(affected > 0);
+        CHECK(affected < sq);
+        MESSAGE("NaN-scale key " << c.nan_key << ": " << affected << " of " << sq << " rows attend it");
+    }
     ra.rows = rows;
     auto want = R::sparse_mqa(ra);
     expect_ok(R::check_out("out", R::View(out.data(), h * 512, 512), want));
@@ -437,6 +518,30 @@ void mqa_contract_cases(Gpu* G) {
     }
     run_mqa_case(G, {64, 300, 2600, 2048, false, 0, false, 0, 0, true});  // causal index semantics
     run_mqa_case(G, {16, 600, 4000, 256, true, 0, false, 1, 16, true});   // causal, paged sub-batch
+}
+
+// The FP8 latent cache (fp8_ds_mla pages) against float64 from the dequantized rows: paged forms, head counts
+// of every kernel choice, block sizes 1..64, shared pages, sub-batches, causal; a NaN scale reaches only the
+// rows attending its key.
+void mqa_fp8_cases(Gpu* G) {
+    for (int64_t h : {16, 32, 64, 128}) {
+        run_mqa_case(G, {h, 600, 4000, 2048, true, 0, false, 0, 64, false, true});        // batched, shuffled + shared pages
+        run_mqa_case(G, {h, 150, 2600, 200, false, 256, true, 0, 16, false, true});       // width 256, single sequence
+    }
+    for (int bs : {1, 16}) run_mqa_case(G, {20, 300, 1000, 256, true, 0, false, 1, bs, false, true});  // sub-batch
+    run_mqa_case(G, {100, 300, 2600, 2048, true, 2048 + 5, false, 0, 64, true, true});           // causal, width 2053
+    run_mqa_case(G, {64, 200, 3000, 512, false, 0, false, 0, 64, false, true, 1700});           // a NaN scale
+    run_mqa_case(G, {16, 200, 3000, 512, false, 0, false, 0, 64, false, true, 1700});
+}
+
+TEST_CASE("gpu: sparse MQA on the FP8 latent cache (both tiers)") {
+    MLAJIT_REQUIRE_GPU();
+    mqa_fp8_cases(G);
+    setenv("MLAJIT_TIER", "portable", 1);
+    reload_config();
+    mqa_fp8_cases(G);
+    unsetenv("MLAJIT_TIER");
+    reload_config();
 }
 
 TEST_CASE("gpu: sparse MQA contract: widths, duplicates, padding, sub-batches, paged cache (both tiers)") {

@@ -7,22 +7,25 @@ ROOT=../../..
 BUILD=${BUILD:-build}
 ARCH=${ARCH:--gencode=arch=compute_90a,code=sm_90a}
 NVCC="nvcc -std=c++17 -O2 --use_fast_math $ARCH -I $ROOT/kernels_src"
+CFG_FILE=${CFG_FILE:-configs.h}  # another list of configs (same format), e.g. configs_fp8.h for a short build
 mkdir -p $BUILD
 objs=()
 pids=()
-while read -r tag h n s k m pp skip; do
-  defs="-DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DCFG_TAG=$tag -DMJ_MQA_DEV_SKIP=$skip"
+while read -r tag h n s k m pp skip fp8; do
+  defs="-DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DCFG_TAG=$tag -DMJ_MQA_DEV_SKIP=$skip -DCFG_FP8=$fp8"
   [ "$k" != -1 ] && defs="$defs -DMJ_MQA_KSPLIT=$k"
   [ "$m" != -1 ] && defs="$defs -DMJ_MQA_MINB=$m"
   [ "$pp" != -1 ] && defs="$defs -DMJ_MQA_PINGPONG=$pp"
   case $tag in *nt) defs="$defs -DMJ_MQA_PP_TURNS=0";; esac  # ping-pong without the S-turn alternation
+  case $tag in *f8i*) defs="$defs -DMJ_FP8_UNPACK=1";; esac  # FP8: integer unpack instead of cvt e4m3x2
   src=kernel_cfg.cu
-  case $tag in *sm90*) src=kernel_cfg90.cu; defs="-DCFG_TAG=$tag -DMJ_MQA90_DEV_SKIP=$skip"
-                       [ "$pp" != -1 ] && defs="$defs -DMJ_MQA90_OVERLAP=$pp";; esac
+  case $tag in *sm90*) src=kernel_cfg90.cu; defs="-DCFG_TAG=$tag -DMJ_MQA90_DEV_SKIP=$skip -DCFG_FP8=$fp8"
+                       [ "$pp" != -1 ] && defs="$defs -DMJ_MQA90_OVERLAP=$pp"
+                       case $tag in *f8i*) defs="$defs -DMJ_FP8_UNPACK=1";; esac;; esac
   $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
-done < <(grep -o '^ *X([^)]*)' configs.h | sed 's/X(//; s/)//; s/,/ /g')
-$NVCC -c harness.cu -o $BUILD/harness.o &
+done < <(grep -o '^ *X([^)]*)' $CFG_FILE | sed 's/X(//; s/)//; s/,/ /g')
+$NVCC -DMQA_CONFIGS_FILE="\"$CFG_FILE\"" -c harness.cu -o $BUILD/harness.o &
 pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait $p || fail=1; done

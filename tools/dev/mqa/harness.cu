@@ -30,7 +30,11 @@
 #include <vector>
 
 #include "mlajit_abi.h"
+#ifdef MQA_CONFIGS_FILE  // build.sh CFG_FILE=...
+#include MQA_CONFIGS_FILE
+#else
 #include "configs.h"
+#endif
 
 #define CK(x)                                                                                          \
     do {                                                                                               \
@@ -41,17 +45,17 @@
         }                                                                                              \
     } while (0)
 
-#define DECL(tag, h, n, s, k, m, pp, skip) extern "C" cudaError_t mqa_launch_##tag(const SparseMqaFwdParams*, cudaStream_t);
+#define DECL(tag, h, n, s, k, m, pp, skip, fp8) extern "C" cudaError_t mqa_launch_##tag(const SparseMqaFwdParams*, cudaStream_t);
 MQA_CONFIGS(DECL)
 #undef DECL
 
 struct Cfg {
     const char* tag;
-    int bh, bn, st, ks, pp, skip;
+    int bh, bn, st, ks, pp, skip, fp8;
     cudaError_t (*launch)(const SparseMqaFwdParams*, cudaStream_t);
 };
 static const Cfg kCfgs[] = {
-#define ENTRY(tag, h, n, s, k, m, pp, skip) {#tag, h, n, s, k, pp, skip, mqa_launch_##tag},
+#define ENTRY(tag, h, n, s, k, m, pp, skip, fp8) {#tag, h, n, s, k, pp, skip, fp8, mqa_launch_##tag},
     MQA_CONFIGS(ENTRY)
 #undef ENTRY
 };
@@ -87,6 +91,34 @@ static inline float bf2f(uint16_t b) {
     return f;
 }
 static const uint16_t kPoisonBf = 0x7fc1;  // a NaN
+
+// ---- host e4m3fn (OCP: bias 7, max 448, no inf, S.1111.111 = NaN) and the fp8_ds_mla row ----
+static float e4m3_decode(uint8_t b) {
+    const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    if (e == 15 && m == 7) return NAN;
+    const float v = e == 0 ? ldexpf((float)m, -9) : ldexpf(1.0f + m / 8.0f, e - 7);
+    return s ? -v : v;
+}
+// Round-to-nearest-even onto the e4m3 grid, saturating at +-448 (the writer's rule in mlajit.h).
+static uint8_t e4m3_encode(float x) {
+    const uint8_t sign = x < 0 ? 0x80 : 0;
+    float a = fabsf(x);
+    if (!(a < 448.0f)) return sign | 0x7e;  // 448 (and saturation)
+    int e;
+    frexpf(a, &e);  // a = f * 2^e, f in [0.5, 1)
+    int E = e - 1;  // a in [2^E, 2^(E+1))
+    if (E < -6) E = -6;  // subnormal range: step 2^-9
+    const float step = ldexpf(1.0f, E - 3);
+    float q = nearbyintf(a / step) * step;  // RNE (default rounding mode)
+    if (q >= 448.0f) q = 448.0f;
+    // encode q exactly
+    if (q < ldexpf(1.0f, -6)) return sign | (uint8_t)(q / ldexpf(1.0f, -9));
+    frexpf(q, &e);
+    E = e - 1;
+    const int m = (int)(q / ldexpf(1.0f, E) * 8.0f) - 8;
+    return sign | (uint8_t)(((E + 7) << 3) | m);
+}
+static const int kFp8Row = 656;
 static const uint32_t kPoisonF = 0x7fc00001u;
 
 struct Rng {
@@ -134,6 +166,14 @@ struct Problem {
     std::vector<int> bt;
     std::vector<uint16_t> kv_paged;
     int* dbt = nullptr;
+    // FP8 latent cache (fp8): kv quantized row by row (kv then holds the dequantized values the kernels
+    // see, so the reference reads them), paged like kv_paged with fp8_row_bytes per row.
+    bool fp8 = false;
+    int fp8_row_bytes = kFp8Row;
+    std::vector<uint8_t> kv8_rows;   // contiguous [s_kv][656]
+    std::vector<uint8_t> kv8_paged;  // [num_pages][block_size][fp8_row_bytes]
+    void* dkv8 = nullptr;
+    int nan_key = -1;                // contiguous kv row whose second scale is NaN (-1: none)
     std::vector<double> r_out, r_lse, r_ml;  // [check][h][512], [check][h]
     double valid_pairs = 0;                  // sum over tokens of valid indices
     // device
@@ -234,6 +274,33 @@ static void row_dups(Problem& P, Rng& rng, int tok, double frac) {
     const int n = std::max(1, (int)(frac * P.topk));
     for (int i = 0; i < n; ++i) row[rng.below(P.topk)] = valid[rng.below((int)valid.size())];
 }
+// Quantizes every contiguous kv row into a 656-byte fp8_ds_mla row (per-128 amax / 448 scales, RNE,
+// saturating) and overwrites kv's latent part with what the kernels compute with: bf16(float(e4m3) * scale).
+// nan_key >= 0: that row's second scale becomes NaN (its 128 values NaN in the reference too).
+static void quantize_kv(Problem& P, int nan_key) {
+    P.fp8 = true;
+    P.nan_key = nan_key;
+    P.kv8_rows.assign((size_t)P.s_kv * kFp8Row, 0);
+    parallel_for(P.s_kv, [&](int r) {
+        uint16_t* row = &P.kv[(size_t)r * P.kv_st];
+        uint8_t* dst = &P.kv8_rows[(size_t)r * kFp8Row];
+        for (int g = 0; g < 4; ++g) {
+            float amax = 0;
+            for (int i = 0; i < 128; ++i) amax = std::max(amax, fabsf(bf2f(row[g * 128 + i])));
+            float scale = amax > 0 ? amax / 448.0f : 1.0f;
+            if (r == nan_key && g == 1) scale = NAN;
+            memcpy(dst + 512 + 4 * g, &scale, 4);
+            for (int i = 0; i < 128; ++i) {
+                const uint8_t code = std::isnan(scale) ? 0x38 : e4m3_encode(bf2f(row[g * 128 + i]) / scale);
+                dst[g * 128 + i] = code;
+                const float deq = e4m3_decode(code) * scale;  // fp32 product, then one rounding to bf16
+                row[g * 128 + i] = std::isnan(deq) ? (uint16_t)0x7fc0 : f2bf(deq);
+            }
+        }
+        memcpy(dst + 528, row + 512, 128);  // k_pe as stored
+    });
+}
+
 // Pages the contiguous kv (requests cu_kv, or one sequence) into shuffled pages of `bs` rows: the last page
 // of a request partial, spare pages and unused table entries poisoned / out of range, request 1's first page
 // shared with request 0's (same rows copied into the contiguous kv, so the reference agrees).
@@ -243,8 +310,10 @@ static void make_paged(Problem& P, Rng& rng, int bs) {
     const int nreq = (int)cu.size() - 1;
     const bool share = nreq >= 2 && cu[1] - cu[0] >= bs && cu[2] - cu[1] >= bs;
     if (share)
-        for (int r = 0; r < bs; ++r)
+        for (int r = 0; r < bs; ++r) {
             for (int d = 0; d < 576; ++d) P.kv[(size_t)(cu[1] + r) * P.kv_st + d] = P.kv[(size_t)(cu[0] + r) * P.kv_st + d];
+            if (P.fp8) memcpy(&P.kv8_rows[(size_t)(cu[1] + r) * kFp8Row], &P.kv8_rows[(size_t)(cu[0] + r) * kFp8Row], kFp8Row);
+        }
     int need = 0, maxb = 1;
     for (int r = 0; r < nreq; ++r) {
         const int nb = (cu[r + 1] - cu[r] + bs - 1) / bs;
@@ -257,6 +326,7 @@ static void make_paged(Problem& P, Rng& rng, int bs) {
     for (int i = 0; i < P.num_pages; ++i) perm[i] = i;
     for (int i = P.num_pages - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
     P.kv_paged.assign((size_t)P.num_pages * bs * P.kv_st, 0x7f7f);  // ~3e38: a read of an unused row shows
+    if (P.fp8) P.kv8_paged.assign((size_t)P.num_pages * bs * P.fp8_row_bytes, 0x7f);  // e4m3 NaN codes, scales 3.4e38
     P.bt.assign((size_t)nreq * P.max_blocks, P.num_pages + 7);     // unused entries: out of range
     int next = 0;
     for (int r = 0; r < nreq; ++r) {
@@ -264,8 +334,11 @@ static void make_paged(Problem& P, Rng& rng, int bs) {
         for (int b = 0; b * bs < len; ++b) {
             const int pg = (share && r == 1 && b == 0) ? P.bt[0] : perm[next++];
             P.bt[(size_t)r * P.max_blocks + b] = pg;
-            for (int i = 0; i < bs && b * bs + i < len; ++i)
+            for (int i = 0; i < bs && b * bs + i < len; ++i) {
                 memcpy(&P.kv_paged[((size_t)pg * bs + i) * P.kv_st], &P.kv[(size_t)(cu[r] + b * bs + i) * P.kv_st], 576 * 2);
+                if (P.fp8)
+                    memcpy(&P.kv8_paged[((size_t)pg * bs + i) * P.fp8_row_bytes], &P.kv8_rows[(size_t)(cu[r] + b * bs + i) * kFp8Row], kFp8Row);
+            }
         }
     }
 }
@@ -325,6 +398,10 @@ static void upload(Problem& P) {
     const std::vector<uint16_t>& kvd = P.block_size ? P.kv_paged : P.kv;
     CK(cudaMalloc(&P.dkv, kvd.size() * 2));
     CK(cudaMemcpy(P.dkv, kvd.data(), kvd.size() * 2, cudaMemcpyHostToDevice));
+    if (P.fp8) {
+        CK(cudaMalloc(&P.dkv8, P.kv8_paged.size()));
+        CK(cudaMemcpy(P.dkv8, P.kv8_paged.data(), P.kv8_paged.size(), cudaMemcpyHostToDevice));
+    }
     if (P.block_size) {
         CK(cudaMalloc(&P.dbt, P.bt.size() * 4));
         CK(cudaMemcpy(P.dbt, P.bt.data(), P.bt.size() * 4, cudaMemcpyHostToDevice));
@@ -366,10 +443,11 @@ static void release(Problem& P) {
     if (P.dcuq) cudaFree(P.dcuq);
     if (P.dcukv) cudaFree(P.dcukv);
     if (P.dbt) cudaFree(P.dbt);
+    if (P.dkv8) cudaFree(P.dkv8);
     P = Problem();
 }
 
-static SparseMqaFwdParams params(const Problem& P) {
+static SparseMqaFwdParams params(const Problem& P, bool fp8 = false) {
     SparseMqaFwdParams p{};
     p.q = P.dq;
     p.q_stride_tok = P.q_st;
@@ -403,6 +481,11 @@ static SparseMqaFwdParams params(const Problem& P) {
         p.num_pages = P.num_pages;
         if (P.cu_q.empty()) p.s_kv = P.max_blocks * P.block_size;
     }
+    if (fp8) {  // the FP8 pages: strides in bytes
+        p.kv = P.dkv8;
+        p.kv_stride_tok = P.fp8_row_bytes;
+        p.kv_stride_page = (mj_i64)P.block_size * P.fp8_row_bytes;
+    }
     return p;
 }
 
@@ -424,7 +507,7 @@ struct Result {
 
 static Result run_check(Problem& P, const Cfg& c) {
     Result R;
-    SparseMqaFwdParams p = params(P);
+    SparseMqaFwdParams p = params(P, c.fp8 != 0);
     std::vector<uint16_t> o1(P.out_elems), o2(P.out_elems);
     std::vector<float> l1(P.lse_elems), m1(P.lse_elems), l2(P.lse_elems), m2(P.lse_elems);
     const int reps = g_single_launch ? 1 : 2;
@@ -449,6 +532,15 @@ static Result run_check(Problem& P, const Cfg& c) {
     };
     for (size_t ci = 0; ci < P.check_toks.size(); ++ci) {
         const int tok = P.check_toks[ci];
+        if (std::isnan(P.r_lse[ci * P.h])) {
+            // The row attends the key with a NaN scale: every head's output must show it (not checked further).
+            for (int hh = 0; hh < P.h; ++hh) {
+                bool nonfinite = false;
+                for (int d = 0; d < 512; ++d) nonfinite |= !std::isfinite(bf2f(o1[(size_t)tok * P.o_st + hh * P.o_sh + d]));
+                if (!nonfinite) fail("row attending a NaN scale has a finite output", tok, hh, -1, 0, NAN);
+            }
+            continue;
+        }
         for (int hh = 0; hh < P.h; ++hh) {
             const double* r = &P.r_out[(ci * P.h + hh) * 512];
             double ss = 0;
@@ -612,12 +704,52 @@ static Problem make_case(int which, Rng& rng) {
             make_paged(P, rng, bs);
             break;
         }
+        // FP8 latent cache (the bf16 configs run the same problem from bf16 pages of the dequantized rows).
+        case 19:
+            basic("fp8 paged bs 64, batched, shared page, row stride 672, h48 width 300", 9, 1760, 48, 300, 1.0f);
+            P.batch = 4;
+            P.cu_q = {0, 3, 3, 7, 9};
+            P.cu_kv = {0, 400, 450, 1700, 1760};
+            for (int t = 0; t < 9; ++t) row_random(P, rng, t, 0.15), row_dups(P, rng, t, 0.1);
+            quantize_kv(P, -1);
+            P.fp8_row_bytes = 672;
+            make_paged(P, rng, 64);
+            break;
+        case 20:
+            basic("fp8 paged bs 16, h128 width 2053 causal + dups, key 3000 with a NaN scale", 6, 5000, 128, 2053, 1.0f);
+            P.batch = 1;  // the batched form: keys past 5000 on the partial last page are not the sequence's
+            P.cu_q = {0, 6};
+            P.cu_kv = {0, 5000};
+            for (int t = 0; t < 6; ++t) row_causal(P, rng, t, 1000 * t + 500, scratch), row_dups(P, rng, t, 0.2);
+            quantize_kv(P, 3000);
+            make_paged(P, rng, 16);
+            break;
+        case 21:  // small enough for compute-sanitizer
+            basic("fp8 sanitize: paged bs 64, h100 topk512 20% invalid, empty row", 3, 700, 100, 512, 1.0f);
+            P.batch = 1;
+            P.cu_q = {0, 3};
+            P.cu_kv = {0, 700};
+            for (int t = 0; t < 3; ++t) row_random(P, rng, t, 0.2);
+            row_empty(P, 1);
+            quantize_kv(P, -1);
+            make_paged(P, rng, 64);
+            break;
+        case 22:
+            basic("fp8 paged bs 1, batched, h16 width 64", 9, 1760, 16, 64, 1.0f);
+            P.batch = 4;
+            P.cu_q = {0, 3, 3, 7, 9};
+            P.cu_kv = {0, 400, 450, 1700, 1760};
+            for (int t = 0; t < 9; ++t) row_random(P, rng, t, 0.15);
+            quantize_kv(P, -1);
+            make_paged(P, rng, 1);
+            break;
         default:
             break;
     }
     return P;
 }
-static const int kNumCases = 19;
+static const int kNumCases = 23;
+static bool is_sanitize_case(int cs) { return cs == 11 || cs == 21; }
 
 static std::vector<const Cfg*> pick(const std::string& list) {
     std::vector<const Cfg*> v;
@@ -630,6 +762,7 @@ static std::vector<const Cfg*> pick(const std::string& list) {
 // over the row (g_scatter): the compacted key set must make the two cost the same.
 static int g_bench_s = 8192;
 static bool g_scatter = false;
+static bool g_paged = false;  // --paged: block size 64, shuffled pages; bf16 and FP8 pages of the same (dequantized) rows
 static Problem make_bench(int h, Rng& rng) {
     Problem P;
     P.name = g_scatter ? "bench (scattered padding)" : "bench (padding at row end)";
@@ -649,6 +782,11 @@ static Problem make_bench(int h, Rng& rng) {
     }
     P.check_toks = {0, 1, 2, 63, 64, 1000, 2046, 2047, 2048, 3071, P.s_q - 1};
     for (int i = 0; i < 5; ++i) P.check_toks.push_back(rng.below(P.s_q));
+    if (g_paged) {
+        P.name += ", paged bs 64 (bf16 and FP8)";
+        quantize_kv(P, -1);
+        make_paged(P, rng, 64);
+    }
     return P;
 }
 
@@ -664,6 +802,7 @@ int main(int argc, char** argv) {
         else if (a == "--bench-heads" && i + 1 < argc) bench_heads = argv[++i];
         else if (a == "--bench-s" && i + 1 < argc) g_bench_s = atoi(argv[++i]);
         else if (a == "--scatter") g_scatter = true;
+        else if (a == "--paged") g_paged = true;
         else if (a == "--reps" && i + 1 < argc) reps = atoi(argv[++i]);
         else if (a == "--no-bench") bench = false;
         else if (a == "--sanitize") sanitize = true, bench = false, g_single_launch = true;
@@ -685,13 +824,14 @@ int main(int argc, char** argv) {
 
     if (check) {
         for (int cs = 0; cs < kNumCases; ++cs) {
-            if (sanitize != (cs == 11)) continue;
+            if (sanitize != is_sanitize_case(cs)) continue;
             Problem P = make_case(cs, rng);
             reference(P);
             upload(P);
             out("case %d: %s  (s_q %d, s_kv %d, h %d, topk %d)\n", cs, P.name.c_str(), P.s_q, P.s_kv, P.h, P.topk);
             for (const Cfg* c : cfgs) {
                 if (c->skip) continue;  // timing-only variants compute something else
+                if (c->fp8 && !P.fp8) continue;  // FP8 configs read only the FP8 pages
                 Result R = run_check(P, *c);
                 total_run++;
                 total_fail += !R.ok;
@@ -755,9 +895,10 @@ int main(int argc, char** argv) {
                 if (!cfg_list.empty() && std::find(cfgs.begin(), cfgs.end(), c) == cfgs.end()) continue;
                 // small head counts only on small tiles and the default, big ones only on 64-head tiles
                 if (h >= 64 && c->bh != 64) continue;
-                if (c->skip && h != 128) continue;
+                if (c->skip && h != 128 && h != 32) continue;
                 if (h == 32 && c->bh == 16) continue;
                 if (h == 16 && !(c->bh == 16 || !strcmp(c->tag, "h64n64s2") || !strncmp(c->tag, "h64sm90", 7))) continue;
+                if (c->fp8 && !P.fp8) continue;
                 sel.push_back(c);
             }
             if (!sel.empty()) sel.push_back(sel.front());  // the first again: run-to-run spread
@@ -770,7 +911,7 @@ int main(int argc, char** argv) {
                     total_run++;
                     total_fail += !R.ok;
                 }
-                SparseMqaFwdParams p = params(P);
+                SparseMqaFwdParams p = params(P, c->fp8 != 0);
                 for (int i = 0; i < 3; ++i) CK(c->launch(&p, 0));
                 CK(cudaDeviceSynchronize());
                 cudaEvent_t e0, e1;
@@ -790,7 +931,7 @@ int main(int argc, char** argv) {
                 const double ms = ts[ts.size() / 2];
                 const std::string tag = std::string(c->tag) + (repeat ? "(again)" : "");
                 // Gathered latent bytes: every valid key's 1152-byte row, once per 64- (or BLOCK_H-) head block.
-                const double gathered = P.valid_pairs * 1152.0 * ((h + c->bh - 1) / c->bh);
+                const double gathered = P.valid_pairs * (c->fp8 ? 656.0 : 1152.0) * ((h + c->bh - 1) / c->bh);
                 rows.push_back({tag, h, ms, flops_all / ms * 1e-9, flops_valid / ms * 1e-9, gathered / (ms * 1e-3) * 1e-12,
                                 c->skip ? "diag" : repeat ? "-" : R.ok ? "ok" : "FAIL"});
                 out("  %-17s %s rel %.3e lse %.2e ml %.2e det %s  %.3f ms (min %.3f max %.3f)  %.1f TFLOP/s (valid %.1f) %s\n",

@@ -9,6 +9,7 @@ constexpr int MJ_STAGES = CFG_S;
 constexpr int MJ_D_LATENT = 512;
 constexpr int MJ_D_ROPE = 64;
 constexpr int MJ_ARCH = 90;
+constexpr int MJ_KV_FP8 = CFG_FP8;
 #define MQA_CAT2(a, b) a##b
 #define MQA_CAT(a, b) MQA_CAT2(a, b)
 #define mlajit_sparse_mqa_fwd MQA_CAT(mqa_kernel_, CFG_TAG)
@@ -19,7 +20,7 @@ constexpr int MJ_ARCH = 90;
 
 // Host launch exactly as the runtime does it: grid (s_q, ceil(h / BLOCK_H)), mj_mqa_threads, mj_mqa_smem_bytes.
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
-    const int smem = mj_mqa_smem_bytes(MJ_BLOCK_H, MJ_BLOCK_N, MJ_STAGES, 576, 512);
+    const int smem = MJ_KV_FP8 ? mj_mqa_smem_bytes_fp8(MJ_BLOCK_H, MJ_BLOCK_N, MJ_STAGES) : mj_mqa_smem_bytes(MJ_BLOCK_H, MJ_BLOCK_N, MJ_STAGES, 576, 512);
     static bool raised = false;
     if (!raised) {
         cudaError_t e = cudaFuncSetAttribute(MQA_CAT(mqa_kernel_, CFG_TAG), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

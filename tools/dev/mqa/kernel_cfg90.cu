@@ -7,6 +7,7 @@ constexpr int MJ_STAGES = 2;
 constexpr int MJ_D_LATENT = 512;
 constexpr int MJ_D_ROPE = 64;
 constexpr int MJ_ARCH = 90;
+constexpr int MJ_KV_FP8 = CFG_FP8;
 #define MQA_CAT2(a, b) a##b
 #define MQA_CAT(a, b) MQA_CAT2(a, b)
 #define mlajit_sparse_mqa_fwd_sm90 MQA_CAT(mqa_kernel_, CFG_TAG)
