@@ -46,7 +46,10 @@ KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong);
 KernelSpec mha_spec_for(const Arch& arch, bool masked);
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t);
 KernelSpec topk_mask_spec(const Arch& arch);
-KernelSpec paged_gather_spec(const Arch& arch);
+// The paged gather for a cache format: bf16 pages (576 wide) or the FP8 cache (fp8_ds_mla, 656 bytes a row,
+// dequantized to bf16 on the way).
+KernelSpec paged_gather_spec(const Arch& arch, bool kv_fp8 = false);
+KernelSpec quantize_cache_spec(const Arch& arch);
 
 int mha_smem_bytes(const KernelSpec& s);
 int mha_threads(const KernelSpec& s);
@@ -54,5 +57,6 @@ int mqa_smem_bytes(const KernelSpec& s);
 int mqa_threads(const KernelSpec& s);
 int mask_rows_per_block(const KernelSpec& s);
 int gather_rows_per_block(const KernelSpec& s);
+int quantize_tokens_per_block(const KernelSpec& s);
 
 }  // namespace mlajit
