@@ -79,10 +79,10 @@ bool run_fp8_cache_bench(const Fp8BenchOptions& o, mlajit_handle h, CUstream st,
     const int64_t pages_per_req = (o.s_k + bs - 1) / bs, num_blocks = B * pages_per_req + 7;
     // Latent rows [T_k, 576], their pages (shuffled), slots for the writer, the table.
     auto rows576 = rng.normal_bf16(size_t(Tk * 576), 1.0);
-    std::vector<int32_t> perm(size_t(num_blocks));
+    std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
     std::iota(perm.begin(), perm.end(), 0);
     for (size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[size_t(rng.uniform_int(0, int64_t(i)))]);
-    std::vector<int32_t> table(size_t(B * pages_per_req)), slots(size_t(Tk));
+    std::vector<int32_t> table(static_cast<size_t>(B * pages_per_req)), slots(static_cast<size_t>(Tk));
     std::vector<uint16_t> pages_bf16(size_t(num_blocks * bs * 576), 0);
     for (int64_t r = 0; r < B; ++r)
         for (int64_t pos = 0; pos < o.s_k; ++pos) {
@@ -162,7 +162,7 @@ bool run_fp8_cache_bench(const Fp8BenchOptions& o, mlajit_handle h, CUstream st,
         std::vector<uint16_t> planned_bf16, planned_fp8;
         for (int force : {-1, int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)}) {
             const std::string path = force < 0 ? "planned" : mlajit_path_name(mlajit_path(force));
-            std::vector<mlajit_path> paths(size_t(B));
+            std::vector<mlajit_path> paths(static_cast<size_t>(B));
             std::unique_ptr<DeviceBuffer> ws;
             auto prepare = [&](mlajit_mla_prefill_args& a) {
                 a.force_path = force;
