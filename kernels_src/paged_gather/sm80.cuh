@@ -40,29 +40,31 @@ extern "C" __global__ void __launch_bounds__(mj_gather::NT) mlajit_paged_gather(
         const char* srow = static_cast<const char*>(p.pages) +
                            ((mj_i64)page * p.page_stride + (mj_i64)(pos % p.block_size) * p.tok_stride) * ELEM_BYTES;
         const bool bad = page < 0 || page >= p.num_blocks;  // never read: the row is written as NaN
-#if MJ_KV_FP8
-        if (c < 32) {
-            uint4 lo = make_uint4(nan2, nan2, nan2, nan2), hi = lo;
-            if (!bad) {
-                const uint4 q = __ldg(reinterpret_cast<const uint4*>(srow) + c);
-                const float scale = __ldg(reinterpret_cast<const float*>(srow + mj_fp8_scales_at) + c / 8);
-                const mj_u32 w[4] = {q.x, q.y, q.z, q.w};
-                mj_u32 o[8];
-                for (int k = 0; k < 4; ++k) {
-                    o[2 * k] = mj_e4m3x2_dequant_bf16x2(w[k] & 0xffu, (w[k] >> 8) & 0xffu, scale);
-                    o[2 * k + 1] = mj_e4m3x2_dequant_bf16x2((w[k] >> 16) & 0xffu, w[k] >> 24, scale);
+        // MJ_KV_FP8 is a constexpr of the spec, not a macro: `if constexpr`, never `#if` (under #if an unknown
+        // name is 0, which compiled the FP8 variant as the bf16 copy: seen on the H200 as all-NaN outputs).
+        if constexpr (MJ_KV_FP8 == 1) {
+            if (c < 32) {
+                uint4 lo = make_uint4(nan2, nan2, nan2, nan2), hi = lo;
+                if (!bad) {
+                    const uint4 q = __ldg(reinterpret_cast<const uint4*>(srow) + c);
+                    const float scale = __ldg(reinterpret_cast<const float*>(srow + mj_fp8_scales_at) + c / 8);
+                    const mj_u32 w[4] = {q.x, q.y, q.z, q.w};
+                    mj_u32 o[8];
+                    for (int k = 0; k < 4; ++k) {
+                        o[2 * k] = mj_e4m3x2_dequant_bf16x2(w[k] & 0xffu, (w[k] >> 8) & 0xffu, scale);
+                        o[2 * k + 1] = mj_e4m3x2_dequant_bf16x2((w[k] >> 16) & 0xffu, w[k] >> 24, scale);
+                    }
+                    lo = make_uint4(o[0], o[1], o[2], o[3]);
+                    hi = make_uint4(o[4], o[5], o[6], o[7]);
                 }
-                lo = make_uint4(o[0], o[1], o[2], o[3]);
-                hi = make_uint4(o[4], o[5], o[6], o[7]);
+                drow[2 * c] = lo;
+                drow[2 * c + 1] = hi;
+            } else {
+                drow[64 + (c - 32)] = bad ? make_uint4(nan2, nan2, nan2, nan2)
+                                          : __ldg(reinterpret_cast<const uint4*>(srow + mj_fp8_rope_at) + (c - 32));
             }
-            drow[2 * c] = lo;
-            drow[2 * c + 1] = hi;
         } else {
-            drow[64 + (c - 32)] = bad ? make_uint4(nan2, nan2, nan2, nan2)
-                                      : __ldg(reinterpret_cast<const uint4*>(srow + mj_fp8_rope_at) + (c - 32));
+            drow[c] = bad ? make_uint4(nan2, nan2, nan2, nan2) : __ldg(reinterpret_cast<const uint4*>(srow) + c);
         }
-#else
-        drow[c] = bad ? make_uint4(nan2, nan2, nan2, nan2) : __ldg(reinterpret_cast<const uint4*>(srow) + c);
-#endif
     }
 }

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "jit/compiler.h"
+#include "jit/nvrtc_api.h"
 #include "mlajit/mlajit.hpp"
 #include "ops/kernel_configs.h"
 #include "ops/mla_prefill.h"
@@ -301,4 +303,22 @@ TEST_CASE("fp8: the planner knows the cache format (sparse MQA is cheaper on FP8
                 fp.plan(std::span(&q, 1)).requests[0].path == Path::sparse_mqa;
     }
     CHECK(moved);
+}
+
+TEST_CASE("fp8: the gather's FP8 variant compiles to its own code (the spec's KV_FP8 reaches the kernel)") {
+    // The FP8 variant once compiled as the bf16 copy (an #if on a constexpr spec value is always 0): a spec
+    // parameter that does not change the cubin is a bug this catches without a GPU.
+    REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+        CAPTURE(arch);
+        auto compile = [&](bool fp8) {
+            auto k = prepare_kernel(paged_gather_spec(Arch::parse(arch), fp8), kernel_files(), {}, nvrtc().major, nvrtc().minor);
+            return compile_kernel(k).cubin;
+        };
+        const auto bf16 = compile(false), fp8 = compile(true);
+        CHECK(bf16 != fp8);
+        // The dequantization (16 decodes and multiplies per chunk) is code the copy does not have.
+        CHECK_MESSAGE(fp8.size() > bf16.size() + 2048, "cubin bytes: bf16 " << bf16.size() << ", fp8 " << fp8.size());
+    }
+    CHECK(paged_gather_spec(Arch::parse("sm_90a"), true) != paged_gather_spec(Arch::parse("sm_90a"), false));
 }
