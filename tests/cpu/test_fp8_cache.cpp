@@ -251,6 +251,17 @@ TEST_CASE("fp8: the one call takes the FP8 cache, checks it, and sizes the same 
     CHECK_FALSE(sb.kv_fp8);
     const std::vector<Path> paths = {Path::dense_mha, Path::masked_mha, Path::masked_mha, Path::sparse_mqa};
     CHECK(schedule_mla(s, kCuQ, kCuK, paths).workspace_bytes == schedule_mla(sb, kCuQ, kCuK, paths).workspace_bytes);
+    // A request too large for one sparse step runs in chunks whose latent rows are gathered (dequantized
+    // from the FP8 pages) into kv_pack by the first chunk; whole-request sparse steps read the pages in place.
+    MlaLimits small;
+    small.mqa_chunk_bytes = size_t(1) << 20;
+    const std::vector<Path> sparse(4, Path::sparse_mqa);
+    int chunks = 0;
+    for (const MlaStep& st : schedule_mla(s, kCuQ, kCuK, sparse, small).steps) {
+        chunks += st.chunk;
+        CHECK((step_layout(s, st).kv_pack > 0) == st.chunk);
+    }
+    CHECK(chunks > 1);
     // The size query takes NULL pointers.
     a.kv_cache.data = nullptr;
     a.block_table.data = nullptr;
