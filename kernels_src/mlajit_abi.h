@@ -187,9 +187,11 @@ static constexpr int mj_mask_threads() { return 256; }
 // read: its rows are written as NaN, so every output that attends them shows it (the host cannot see
 // device-side block tables before launch).
 // ---------------------------------------------------------------------------------------------------------
+// The FP8 cache (spec MJ_KV_FP8 = 1) lands in the same bf16 rows: bf16(e4m3 * scale) for kv_c, k_pe as
+// stored; its page and token strides count bytes.
 struct PagedGatherParams {
-    const void* pages;        // bf16 [num_blocks, block_size, 576]
-    mj_i64 page_stride, tok_stride;  // in elements
+    const void* pages;        // bf16 [num_blocks, block_size, 576], or uint8 [.., .., 656] (MJ_KV_FP8)
+    mj_i64 page_stride, tok_stride;  // in elements of the page dtype
     const int* block_table;   // int32 [batch, max_blocks] (row r of this pointer = request r of the run)
     mj_i64 bt_stride;
     const int* cu_seqlens_k;  // device int32 [batch + 1], absolute entries
@@ -198,3 +200,26 @@ struct PagedGatherParams {
     int batch, block_size, num_blocks, max_blocks;
 };
 static constexpr int mj_gather_threads() { return 128; }
+
+// ---------------------------------------------------------------------------------------------------------
+// FP8 latent cache (fp8_ds_mla, mlajit.h "FP8 latent cache"): 656-byte rows, kv_c as 512 e4m3fn, 4 fp32
+// scales (one per 128 values), k_pe as 64 bf16. The byte offsets inside a row:
+static constexpr int mj_fp8_row_bytes = 656;
+static constexpr int mj_fp8_scales_at = 512;
+static constexpr int mj_fp8_rope_at = 528;
+// Writer (kernels_src/quantize_cache): token t's kv_c / k_pe rows into the row at slot_mapping[t] (page
+// slot / block_size, row slot % block_size). Per 128 values scale = amax / 448 (1 when that is 0), code =
+// e4m3(RNE(x / scale)) saturating at 448. A slot < 0 or >= num_blocks * block_size is skipped.
+// ---------------------------------------------------------------------------------------------------------
+struct QuantizeCacheParams {
+    const void* kv_c;         // bf16 [tokens, 512]
+    mj_i64 kvc_stride;        // elements
+    const void* k_pe;         // bf16 [tokens, 64]
+    mj_i64 kpe_stride;        // elements
+    const int* slot_mapping;  // int32 [tokens]
+    void* cache;              // uint8 [num_blocks, block_size, 656]
+    mj_i64 page_stride, tok_stride;  // bytes
+    mj_i64 tokens;
+    int block_size, num_blocks;
+};
+static constexpr int mj_quant_threads(int tokens_per_block) { return 32 * tokens_per_block; }

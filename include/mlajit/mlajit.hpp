@@ -70,6 +70,11 @@ public:
         return bytes;
     }
     void mla_prefill(const mlajit_mla_prefill_args& a, void* stream) const { check(mlajit_mla_prefill(h_, &a, stream)); }
+    // bf16 kv_c [T, 512] / k_pe [T, 64] into the FP8 latent cache (uint8 [num_blocks, block_size, 656]) at
+    // slot_mapping (int32 [T]); see mlajit.h.
+    void quantize_latent_cache(const mlajit_quantize_latent_cache_args& a, void* stream) const {
+        check(mlajit_quantize_latent_cache(h_, &a, stream));
+    }
 
 private:
     mlajit_handle h_ = nullptr;

@@ -55,9 +55,10 @@ template <> constexpr size_t kFirstPublishedSize<mlajit_mha_args> = 832;
 template <> constexpr size_t kFirstPublishedSize<mlajit_topk_mask_args> = 344;
 template <> constexpr size_t kFirstPublishedSize<mlajit_mla_prefill_args> = 1032;
 template <> constexpr size_t kFirstPublishedSize<mlajit_warmup_args> = 56;
+template <> constexpr size_t kFirstPublishedSize<mlajit_quantize_latent_cache_args> = 328;  // mlajit 0.2, issue 16
 static_assert(sizeof(void*) != 8 || (sizeof(mlajit_sparse_mqa_args) == 760 && sizeof(mlajit_mha_args) == 832 &&
                                      sizeof(mlajit_topk_mask_args) == 344 && sizeof(mlajit_mla_prefill_args) == 1032 &&
-                                     sizeof(mlajit_warmup_args) == 56),
+                                     sizeof(mlajit_warmup_args) == 56 && sizeof(mlajit_quantize_latent_cache_args) == 328),
               "an args struct changed size: fields may only be appended, and kFirstPublishedSize stays as published");
 
 // The caller's struct as this library's version of it: struct_size bytes copied, a missing tail zero
@@ -204,6 +205,14 @@ MLAJIT_API mlajit_status mlajit_mla_prefill(mlajit_handle handle, const mlajit_m
     return guarded([&] {
         const auto a = args_from(args, "mlajit_mla_prefill_args");
         mlajit::mla_prefill(impl(handle), a, static_cast<CUstream>(stream));
+    });
+}
+
+MLAJIT_API mlajit_status mlajit_quantize_latent_cache(mlajit_handle handle, const mlajit_quantize_latent_cache_args* args,
+                                                      void* stream) {
+    return guarded([&] {
+        const auto a = args_from(args, "mlajit_quantize_latent_cache_args");
+        mlajit::quantize_latent_cache(impl(handle), a, static_cast<CUstream>(stream));
     });
 }
 

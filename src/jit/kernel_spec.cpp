@@ -39,9 +39,10 @@ const FamilyInfo& family_info(Family f) {
         {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},
         {Family::mha_fwd_sm90, "mha_fwd_sm90", "mha/sm90.cuh", "mlajit_mha_fwd_sm90",
          {"BLOCK_M", "BLOCK_N", "STAGES", "MASKED", "PINGPONG", "D_NOPE", "D_ROPE", "D_V"}},
-        {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK"}},
+        {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK", "KV_FP8"}},
         {Family::sparse_mqa_fwd_sm90, "sparse_mqa_fwd_sm90", "sparse_mqa/sm90.cuh", "mlajit_sparse_mqa_fwd_sm90",
          {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
+        {Family::quantize_cache, "quantize_cache", "quantize_cache/sm80.cuh", "mlajit_quantize_cache", {"TOKENS_PER_BLOCK"}},
     };
     return infos[(int)f];
 }

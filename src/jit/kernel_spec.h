@@ -11,9 +11,10 @@
 namespace mlajit {
 
 enum class Family : uint8_t {
-    mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2, mha_fwd_sm90 = 3, paged_gather = 4, sparse_mqa_fwd_sm90 = 5
+    mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2, mha_fwd_sm90 = 3, paged_gather = 4, sparse_mqa_fwd_sm90 = 5,
+    quantize_cache = 6
 };
-inline constexpr int kNumFamilies = 6;
+inline constexpr int kNumFamilies = 7;
 
 struct Arch {
     int sm = 0;        // 80, 86, 89, 90, 100, ...

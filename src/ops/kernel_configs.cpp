@@ -141,11 +141,19 @@ KernelSpec topk_mask_spec(const Arch& arch) {
     return s;
 }
 
-KernelSpec paged_gather_spec(const Arch& arch) {
+KernelSpec paged_gather_spec(const Arch& arch, bool kv_fp8) {
     KernelSpec s;
     s.family = Family::paged_gather;
     s.arch = arch;
-    s.p = {16};
+    s.p = {16, kv_fp8 ? 1 : 0};
+    return s;
+}
+
+KernelSpec quantize_cache_spec(const Arch& arch) {
+    KernelSpec s;
+    s.family = Family::quantize_cache;
+    s.arch = arch;
+    s.p = {8};  // 8 warps, one token each: a memory-bound writer, any count that fills the SMs will do
     return s;
 }
 
@@ -173,5 +181,6 @@ int mqa_threads(const KernelSpec& s) {
 }
 int mask_rows_per_block(const KernelSpec& s) { return s.p[0]; }
 int gather_rows_per_block(const KernelSpec& s) { return s.p[0]; }
+int quantize_tokens_per_block(const KernelSpec& s) { return s.p[0]; }
 
 }  // namespace mlajit

@@ -52,7 +52,10 @@ KernelSpec mha_spec_for(const Arch& arch, bool masked);
 // kv_fp8 selects the kernels that read the FP8 latent cache (spec parameter KV_FP8: its own cache keys).
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8 = false);
 KernelSpec topk_mask_spec(const Arch& arch);
-KernelSpec paged_gather_spec(const Arch& arch);
+// The paged gather for a cache format: bf16 pages (576 wide) or the FP8 cache (fp8_ds_mla, 656 bytes a row,
+// dequantized to bf16 on the way).
+KernelSpec paged_gather_spec(const Arch& arch, bool kv_fp8 = false);
+KernelSpec quantize_cache_spec(const Arch& arch);
 
 int mha_smem_bytes(const KernelSpec& s);
 int mha_threads(const KernelSpec& s);
@@ -60,5 +63,6 @@ int mqa_smem_bytes(const KernelSpec& s);
 int mqa_threads(const KernelSpec& s);
 int mask_rows_per_block(const KernelSpec& s);
 int gather_rows_per_block(const KernelSpec& s);
+int quantize_tokens_per_block(const KernelSpec& s);
 
 }  // namespace mlajit

@@ -19,6 +19,7 @@ struct MlaShapes {
     bool q_packed = false;   // q_nope / q_pe are views of one [T_q, h, 192] tensor: MHA reads it in place
     bool kv_packed = false;  // kv_c / k_pe are views of one [T_k, 576] tensor: MQA reads it in place
     bool paged = false;      // the latent cache is kv_cache [num_blocks, block_size, 576] + block_table
+    bool kv_fp8 = false;     // paged, and kv_cache is the FP8 cache (uint8 [num_blocks, block_size, 656])
     int64_t num_blocks = 0, block_size = 0, max_blocks = 0;
     bool has_lse = false;
 };

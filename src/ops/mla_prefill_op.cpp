@@ -53,9 +53,12 @@ void copy_heads(void* dst, int64_t dst_row, int64_t dst_col, const mlajit_tensor
                   size_t(src.stride[0]) * 2, size_t(width) * 2, size_t(tokens), stream, what);
 }
 
-// The latent rows of the step's requests out of the paged cache, into `dst` ([k1 - k0, 576]).
-void gather_pages(Handle& h, const mlajit_mla_prefill_args& a, const MlaStep& st, void* dst, CUstream stream) {
+// The latent rows of the step's requests out of the paged cache, into `dst` (bf16 [k1 - k0, 576]; from the
+// FP8 cache dequantized on the way: only the step's keys are read, nothing of the rest of the cache).
+void gather_pages(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* dst,
+                  CUstream stream) {
     PagedGather g;
+    g.kv_fp8 = s.kv_fp8;
     g.kv_cache = a.kv_cache;
     g.block_table = a.block_table;
     g.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data);
@@ -80,7 +83,7 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     mlajit_tensor k_pe = strided_tensor(a.k_pe.data, MLAJIT_BF16, {tk_end, kDimRope}, {a.k_pe.stride[0], 1});
     if (s.paged) {
         void* rows = offset(ws, int64_t(l.kv_gather), 1);
-        gather_pages(h, a, st, rows, stream);
+        gather_pages(h, a, s, st, rows, stream);
         kv_c = rows;
         kv_c_ld = kDimQkMqa;
         k_pe = strided_tensor(offset(rows, kDimLatent - st.k0 * kDimQkMqa, 2), MLAJIT_BF16, {tk_end, kDimRope}, {kDimQkMqa, 1});
@@ -174,7 +177,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
             m.kv = strided_tensor(offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2), MLAJIT_BF16, {s_kv, kDimQkMqa},
                                   {a.kv_c.stride[0], 1});
         } else {
-            if (st.first_chunk && s.paged) gather_pages(h, a, st, kp, stream);
+            if (st.first_chunk && s.paged) gather_pages(h, a, s, st, kp, stream);  // FP8: dequantized
             else if (st.first_chunk) pack_split_rows(sk);
             m.kv = strided_tensor(kp, MLAJIT_BF16, {s_kv, kDimQkMqa}, {kDimQkMqa, 1});
         }
@@ -193,7 +196,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
         m.cu_seqlens_kv = strided_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
         m.cu_seqlens_q_host = a.cu_seqlens_q_host + st.r0;
         m.cu_seqlens_kv_host = a.cu_seqlens_k_host + st.r0;
-        if (s.paged) {  // the pages as they are: no gather copy
+        if (s.paged) {  // the pages as they are (bf16 or FP8: sparse MQA reads both): no gather copy
             m.kv = a.kv_cache;
             m.block_table = strided_tensor(offset(a.block_table.data, st.r0 * a.block_table.stride[0], 4), MLAJIT_INT32,
                                            {st.r1 - st.r0, s.max_blocks}, {a.block_table.stride[0], 1});

@@ -1,5 +1,6 @@
 // Host side of the one-call prefill: argument checks, the per-request paths, and the launch schedule.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
 #include "ops/tensor_check.h"
+#include "mlajit_abi.h"
 
 namespace mlajit {
 
@@ -62,7 +64,17 @@ MlaShapes check_mla_args(const mlajit_mla_prefill_args& in, bool need_data) {
     if (paged) {
         if (present(a.kv_c) || present(a.k_pe))
             fail_arg("pass the latent cache either as kv_c + k_pe or as the paged kv_cache + block_table, not both");
-        auto kc = check_tensor(a.kv_cache, "kv_cache", MLAJIT_BF16, {-1, -1, kDimQkMqa});
+        // The dtype says the form: bf16 [.., .., 576] pages, or the FP8 cache uint8 [.., .., 656].
+        int32_t kv_dtype = 0;
+        std::memcpy(&kv_dtype, &a.kv_cache.dtype, sizeof kv_dtype);
+        s.kv_fp8 = kv_dtype == MLAJIT_UINT8;
+        if (s.kv_fp8) check_fp8_cache(a.kv_cache, "kv_cache");
+        else if (kv_dtype == MLAJIT_BF16 && a.kv_cache.ndim == 3 && a.kv_cache.shape[2] == mj_fp8_row_bytes)
+            fail_arg("kv_cache: a last dimension of 656 is the FP8 cache (fp8_ds_mla), which is bytes: pass it as "
+                     "MLAJIT_UINT8 [num_blocks, block_size, 656]; bf16 pages are [num_blocks, block_size, 576] (shape {})",
+                     shape_str(a.kv_cache));
+        auto kc = s.kv_fp8 ? check_tensor(a.kv_cache, "kv_cache", MLAJIT_UINT8, {-1, -1, mj_fp8_row_bytes})
+                           : check_tensor(a.kv_cache, "kv_cache", MLAJIT_BF16, {-1, -1, kDimQkMqa});
         s.paged = true;
         s.num_blocks = kc[0];
         s.block_size = kc[1];
@@ -213,12 +225,16 @@ namespace {
 
 // One planner per (GPU, heads, topk), built on first use: building reads the calibration table from disk
 // and indexes it, which is host time a prefill call should not pay. Planners are immutable once built.
-const Planner& cached_planner(const std::string& gpu_name, int heads, int topk) {
+const Planner& cached_planner(const std::string& gpu_name, int heads, int topk, KvFormat kv_format) {
     static std::mutex mu;
-    static std::map<std::tuple<std::string, int, int>, std::unique_ptr<Planner>> cache;
+    static std::map<std::tuple<std::string, int, int, int>, std::unique_ptr<Planner>> cache;
     std::lock_guard lock(mu);
-    auto& p = cache[std::make_tuple(gpu_name, heads, topk)];
-    if (!p) p = std::make_unique<Planner>(planner_options(config(), heads, topk, default_cache_root_from(config()), gpu_name));
+    auto& p = cache[std::make_tuple(gpu_name, heads, topk, int(kv_format))];
+    if (!p) {
+        PlannerOptions o = planner_options(config(), heads, topk, default_cache_root_from(config()), gpu_name);
+        o.kv_format = kv_format;
+        p = std::make_unique<Planner>(std::move(o));
+    }
     return *p;
 }
 
@@ -245,7 +261,7 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
         for (size_t i : index) paths[i] = Path(force_path);
         return paths;
     }
-    const Plan plan = cached_planner(gpu_name, int(s.heads), int(s.topk)).plan(reqs);
+    const Plan plan = cached_planner(gpu_name, int(s.heads), int(s.topk), s.kv_fp8 ? KvFormat::fp8 : KvFormat::bf16).plan(reqs);
     for (size_t i = 0; i < reqs.size(); ++i) paths[index[i]] = plan.requests[i].path;
     return paths;
 }

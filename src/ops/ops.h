@@ -20,6 +20,7 @@ struct LaunchPlan {
 LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sparse_mqa_args& a);
 LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a);
 LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_mask_args& a);
+LaunchPlan<QuantizeCacheParams> plan_quantize_cache(const Arch& arch, const mlajit_quantize_latent_cache_args& a);
 
 template <typename Params>
 void launch_plan(Handle& h, LaunchPlan<Params>& plan, CUstream stream) {
@@ -29,16 +30,24 @@ void launch_plan(Handle& h, LaunchPlan<Params>& plan, CUstream stream) {
 void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream);
 void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream);
 void topk_mask_build(Handle& h, const mlajit_topk_mask_args& a, CUstream stream);
+void quantize_latent_cache(Handle& h, const mlajit_quantize_latent_cache_args& a, CUstream stream);
+
+// The FP8 latent cache's descriptor: uint8 [num_blocks >= 1, block_size >= 1, 656], 16-byte aligned rows,
+// num_blocks * block_size slots within int32. Throws INVALID_ARGUMENT naming `name` and what differs (a bf16
+// tensor, a last dimension other than 656, ...).
+void check_fp8_cache(const mlajit_tensor& t, const char* name);
 
 int64_t topk_mask_words(int64_t max_seqlen_k);
 
 // Gathers the latent rows of requests [r0, r1) out of a paged cache (checked by the caller: kv_cache
-// [num_blocks, block_size, 576] bf16, block_table int32 [batch, max_blocks]) into dst rows of dst_stride
+// [num_blocks, block_size, 576] bf16, or the FP8 cache uint8 [.., .., 656] with kv_fp8, which is
+// dequantized to bf16 on the way; block_table int32 [batch, max_blocks]) into bf16 dst rows of dst_stride
 // elements, request r's key position p at row cu_k[r] - cu_k[r0] + p.
 struct PagedGather {
     mlajit_tensor kv_cache, block_table;
     const int32_t* cu_seqlens_k = nullptr;  // device, the whole batch's
     int64_t r0 = 0, r1 = 0, max_s_k = 0;
+    bool kv_fp8 = false;
     void* dst = nullptr;
     int64_t dst_stride = 0;
 };

@@ -1,5 +1,6 @@
 // The paged latent-cache gather (kernels_src/paged_gather): the one-call prefill's MHA runs read their
-// keys' latent rows contiguously (for the up-projection GEMM), so on a paged cache they are gathered first.
+// keys' latent rows contiguously (for the up-projection GEMM), so on a paged cache they are gathered first;
+// from the FP8 cache the same launch dequantizes (only the run's keys: no bf16 copy of the whole cache).
 #include "common/error.h"
 #include "mlajit_abi.h"
 #include "ops/kernel_configs.h"
@@ -22,7 +23,7 @@ void paged_gather(Handle& h, const PagedGather& g, CUstream stream) {
     p.block_size = int(g.kv_cache.shape[1]);
     p.num_blocks = int(g.kv_cache.shape[0]);
     p.max_blocks = int(g.block_table.shape[1]);
-    plan.spec = paged_gather_spec(h.arch());
+    plan.spec = paged_gather_spec(h.arch(), g.kv_fp8);
     const int rows = gather_rows_per_block(plan.spec);
     if (p.batch <= 0 || g.max_s_k <= 0) return;
     plan.grid = Dim3{unsigned((g.max_s_k + rows - 1) / rows), unsigned(p.batch), 1};

@@ -40,6 +40,8 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
     for (const Arch& arch : archs) {
         add(topk_mask_spec(arch));
         add(paged_gather_spec(arch));
+        add(paged_gather_spec(arch, true));  // the FP8 latent cache (fp8_ds_mla)
+        add(quantize_cache_spec(arch));
         add(mha_spec_for(arch, false));  // the Hopper tier's kernels on sm_90a, the portable tier's elsewhere
         add(mha_spec_for(arch, true));
         for (int tp : tp_degrees) {

@@ -18,6 +18,15 @@ struct AttnShape {
     int topk = 0;
 };
 
+// The latent cache's format, as the planner sees it: bf16 rows (576 x 2 bytes per key) or the FP8 cache
+// (fp8_ds_mla: 656 bytes per key, dequantized by the readers).
+enum class KvFormat { bf16 = 0, fp8 = 1 };
+
+// Sparse MQA attention time on the FP8 cache over its time on the bf16 cache, for a request of `heads`
+// local heads (the MHA paths dequantize only their run's keys once, a cost the cost model does not count
+// on bf16 pages either). See cost_model.cpp for where the numbers come from.
+double kv_format_mqa_factor(KvFormat f, int heads);
+
 // Throws Error(INVALID_ARGUMENT) naming `what` (e.g. "request 3") and the bad field.
 void check_shape(const AttnShape& s, std::string_view what);
 

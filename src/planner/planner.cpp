@@ -93,13 +93,16 @@ RequestPlan Planner::predict(const Request& r, bool masked) const {
     if (table_ && table_fits) {
         if (auto t = table_->predict(s)) {
             p.mha_ms = t->mha_ms;
-            p.mqa_ms = t->mqa_ms;
+            // The table times the whole MQA path on the bf16 cache; the sparse attention dominates it, so
+            // on the FP8 cache the whole path is scaled (absorption included: a slight overestimate).
+            p.mqa_ms = t->mqa_ms * kv_format_mqa_factor(o_.kv_format, o_.heads);
             p.from_table = true;
             return p;
         }
     }
     p.mha_ms = model_.mha(s, masked).total();
-    p.mqa_ms = model_.mqa(s).total();
+    const MqaTimes mqa = model_.mqa(s);
+    p.mqa_ms = mqa.absorb_ms + mqa.attn_ms * kv_format_mqa_factor(o_.kv_format, o_.heads);
     return p;
 }
 

@@ -56,6 +56,9 @@ struct PlannerOptions {
     std::optional<long> masked_mha_max_seq;    // MLAJIT_MASKED_MHA_MAX_SEQ
     KernelRates rates = h200_mlajit_rates();   // mlajit's kernels on the H200; a calibration table beats it
     std::optional<CalibrationTable> table;     // measured on this GPU
+    // The latent cache's format: sparse MQA on the FP8 cache (fp8_ds_mla) reads 656 instead of 1152 bytes
+    // per gathered key, so its time falls where the gather bounds it (few heads); see kv_format_mqa_factor.
+    KvFormat kv_format = KvFormat::bf16;
 };
 
 // Options from the configuration; the table is find_calibration(c.plan_table, cache_root, gpu_name).

@@ -65,6 +65,8 @@ TEST_CASE("C ABI: every args struct carries its size, checked on entry") {
         size_t bytes = 1;
         return mlajit_mla_prefill_workspace_size(nullptr, a, &bytes);
     });
+    check_struct_size_rules<mlajit_quantize_latent_cache_args>(
+        "mlajit_quantize_latent_cache_args", [](auto* a) { return mlajit_quantize_latent_cache(nullptr, a, nullptr); });
     // Warmup's "exact" case stops at its arch: an invalid one (nothing compiles).
     check_struct_size_rules<mlajit_warmup_args>("mlajit_warmup_args", [](auto* a) {
         a->arch = "sm_8";

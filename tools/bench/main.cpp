@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "device_timing.h"
+#include "fp8_cache.h"
 #include "cuda/driver_api.h"
 #include "mlajit/mlajit.h"
 #include "mlajit/mlajit.hpp"
@@ -262,7 +263,41 @@ int main(int argc, char** argv) {
     app.add_option("--reps", reps, "timed launches per cell (median; at least 10)")->check(CLI::Range(10, 10000));
     app.add_option("--check-rows", rows, "random rows checked per cell besides the first and last")->check(CLI::Range(0, 1024));
     app.add_option("--csv", csv_path, "write the CSV here (default: stdout)");
+    std::string kv = "bf16";
+    int64_t batch = 8;
+    app.add_option("--kv", kv, "fp8: the FP8 latent cache's benchmark instead (fp8_cache.h): the one call on the bf16 "
+                               "and FP8 paged caches and the engine's way, per path, one shape per head count: "
+                               "--batch requests of the first --s-q new tokens over the first --s-k keys")
+        ->check(CLI::IsMember({"bf16", "fp8"}));
+    app.add_option("--batch", batch, "requests per shape (--kv fp8)")->check(CLI::Range(1, 1024));
     CLI11_PARSE(app, argc, argv);
+    if (kv == "fp8") {
+        try {
+            if (!mlajit::driver_available()) {
+                fmt::print(stderr, "mlajit-bench: no GPU/driver on this machine\n");
+                return 2;
+            }
+            const std::string name = mlajit::tools::open_gpu0().name;
+            mlajit::Runtime rt(-1);
+            CUstream st = nullptr;
+            MLAJIT_CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), "creating a stream");
+            std::FILE* f = csv_path.empty() ? stdout : std::fopen(csv_path.c_str(), "w");
+            if (!f) throw std::runtime_error("cannot write " + csv_path);
+            mlajit::tools::Fp8BenchOptions o;
+            o.heads = heads;
+            o.batch = batch;
+            o.s_q = s_qs.at(0);
+            o.s_k = s_ks.empty() ? o.s_q : s_ks.at(0);
+            o.topk = topk;
+            o.reps = reps;
+            const bool ok = mlajit::tools::run_fp8_cache_bench(o, rt.get(), st, name, f);
+            if (f != stdout) std::fclose(f);
+            return ok ? 0 : 3;
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "mlajit-bench: {}\n", e.what());
+            return 2;
+        }
+    }
     try {
         if (!mlajit::driver_available()) {
             fmt::print(stderr, "mlajit-bench: no GPU/driver on this machine\n");

@@ -14,12 +14,12 @@ import importlib.util as _importlib_util
 
 from ._lib import candidate_paths, library_path
 from ._ops import (MlajitError, PrefillPlan, arch, has_mla_prefill, mha_prefill, mla_prefill, plan_prefill,
-                   sparse_mqa_prefill, topk_mask_build, topk_mask_words, version)
+                   quantize_latent_cache, sparse_mqa_prefill, topk_mask_build, topk_mask_words, version)
 
 PATHS = ("dense_mha", "masked_mha", "sparse_mqa")
 
 __all__ = ["MlajitError", "PrefillPlan", "PATHS", "arch", "candidate_paths", "has_mla_prefill", "library_path",
-           "mha_prefill", "mla_prefill", "plan_prefill", "sparse_mqa_prefill", "topk_mask_build",
+           "mha_prefill", "mla_prefill", "plan_prefill", "quantize_latent_cache", "sparse_mqa_prefill", "topk_mask_build",
            "topk_mask_words", "version"]
 
 if _importlib_util.find_spec("torch") is not None:

@@ -16,7 +16,7 @@ NO_DRIVER = 2
 UNSUPPORTED = 7
 
 # mlajit_dtype
-BF16, FP32, INT32, UINT32 = 0, 1, 2, 3
+BF16, FP32, INT32, UINT32, UINT8 = 0, 1, 2, 3, 4
 
 # mlajit_path
 PATHS = ("dense_mha", "masked_mha", "sparse_mqa")
@@ -95,6 +95,14 @@ class MlaPrefillArgs(_Args):
         ("paths_out", ctypes.POINTER(ctypes.c_int)),
         ("topk", ctypes.c_int32),
         ("kv_cache", Tensor), ("block_table", Tensor),
+    ]
+
+
+class QuantizeLatentCacheArgs(_Args):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("kv_c", Tensor), ("k_pe", Tensor), ("slot_mapping", Tensor),
+        ("kv_cache", Tensor),
     ]
 
 
@@ -251,4 +259,7 @@ def optional_symbol(name):
     elif name == "mlajit_mla_prefill":
         f.restype = c.c_int
         f.argtypes = [c.c_void_p, c.POINTER(MlaPrefillArgs), c.c_void_p]
+    elif name == "mlajit_quantize_latent_cache":
+        f.restype = c.c_int
+        f.argtypes = [c.c_void_p, c.POINTER(QuantizeLatentCacheArgs), c.c_void_p]
     return f

@@ -400,8 +400,39 @@ def _force_path_id(force_path):
     return int(force_path)
 
 
+def quantize_latent_cache(kv_c, k_pe, slot_mapping, kv_cache):
+    """Writes bf16 latent rows into the FP8 latent cache (fp8_ds_mla), in place.
+
+    Args:
+        kv_c: bf16 [T, 512]; k_pe: bf16 [T, 64] (views of one [T, 576] tensor are fine).
+        slot_mapping: int32 [T]: token t goes to row slot % block_size of page slot // block_size; a negative
+            slot skips the token.
+        kv_cache: torch.uint8 [num_blocks, block_size, 656]: per token 512 e4m3 values, 4 fp32 scales (one per
+            128 values, amax / 448), 64 bf16 k_pe. Other rows are left as they are.
+
+    Returns:
+        kv_cache.
+    """
+    torch = _torch()
+    f = L.optional_symbol("mlajit_quantize_latent_cache")
+    if f is None:
+        raise MlajitError(L.UNSUPPORTED, "MLAJIT_ERROR_UNSUPPORTED",
+                          f"this libmlajit.so ({L.library_path()}) has no mlajit_quantize_latent_cache: rebuild it",
+                          "quantize_latent_cache")
+    device = _device_of(kv_c, k_pe, slot_mapping, kv_cache)
+    a = L.QuantizeLatentCacheArgs()
+    bf = (torch.bfloat16,)
+    a.kv_c = _desc(kv_c, "kv_c", bf, device, 2)
+    a.k_pe = _desc(k_pe, "k_pe", bf, device, 2)
+    a.slot_mapping = _desc(slot_mapping, "slot_mapping", (torch.int32,), device, 1)
+    a.kv_cache = _desc(kv_cache, "kv_cache", (torch.uint8,), device, 3, code=L.UINT8)
+    _check(f(_handle(device), ctypes.byref(a), _stream(device)), "mlajit_quantize_latent_cache")
+    return kv_cache
+
+
 def mla_prefill(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seqlens_k, sm_scale, *, out=None,
-                lse=None, force_path=None, workspace=None, return_paths=False, topk=0):
+                lse=None, force_path=None, workspace=None, return_paths=False, topk=0, kv_cache=None,
+                block_table=None):
     """One-call DSA (MLA with sparse attention) prefill: plans each request, runs it on its path.
 
     Args:
@@ -420,6 +451,9 @@ def mla_prefill(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seql
         return_paths: also return the path name each request took.
         topk: the MODEL's top-k (2048 for DeepSeek-V3.2); 0 = the indices width. Dense MHA is used only for
             requests with s_k <= topk (exact there).
+        kv_cache, block_table: the paged latent cache instead of kv_c / k_pe (pass those as None): bf16
+            [num_blocks, block_size, 576], or the FP8 cache torch.uint8 [num_blocks, block_size, 656]
+            (quantize_latent_cache writes it); block_table int32 [batch, max_blocks].
 
     Returns:
         out, or (out, paths) with return_paths=True.
@@ -431,13 +465,18 @@ def mla_prefill(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seql
         raise MlajitError(L.UNSUPPORTED, "MLAJIT_ERROR_UNSUPPORTED",
                           f"this libmlajit.so ({L.library_path()}) has no mlajit_mla_prefill: rebuild the library "
                           "from a source tree that implements it", "mla_prefill")
-    device = _device_of(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices)
+    device = _device_of(q_nope, q_pe, w_kv_b, indices)
     a = L.MlaPrefillArgs()
     bf = (torch.bfloat16,)
     a.q_nope = _desc(q_nope, "q_nope", bf, device, 3)
     a.q_pe = _desc(q_pe, "q_pe", bf, device, 3)
     a.kv_c = _desc(kv_c, "kv_c", bf, device, 2)
     a.k_pe = _desc(k_pe, "k_pe", bf, device, 2)
+    if kv_cache is not None:
+        fp8 = kv_cache.dtype == torch.uint8
+        a.kv_cache = _desc(kv_cache, "kv_cache", (torch.uint8, torch.bfloat16), device, 3,
+                           code=L.UINT8 if fp8 else L.BF16)
+        a.block_table = _desc(block_table, "block_table", (torch.int32,), device, 2)
     a.w_kv_b = _desc(w_kv_b, "w_kv_b", bf, device, 2)
     a.indices = _desc(indices, "indices", (torch.int32,), device, 2)
     dq, hq, host_q, _keep_dq = _seqlens(cu_seqlens_q, "cu_seqlens_q", device)

@@ -1,5 +1,6 @@
 """mlajit's ops as PyTorch custom ops: torch.ops.mlajit.{mla_prefill, sparse_mqa_prefill, mha_prefill,
-topk_mask_build}.
+topk_mask_build, quantize_latent_cache}. mla_prefill's kv_cache may be the FP8 latent cache (torch.uint8
+[num_blocks, block_size, 656]); quantize_latent_cache writes one in place (it mutates kv_cache).
 
 Registered with torch.library (namespace `mlajit`) with fake (meta) implementations, so a model calling
 them compiles under torch.compile(fullgraph=True) without graph breaks and is captured by CUDA graphs.
@@ -49,6 +50,8 @@ _lib_def.define(
 _lib_def.define(
     "topk_mask_build(Tensor indices, Tensor cu_seqlens_q, Tensor cu_seqlens_k, SymInt[] cu_seqlens_q_host, "
     "SymInt[] cu_seqlens_k_host) -> Tensor")
+_lib_def.define(
+    "quantize_latent_cache(Tensor kv_c, Tensor k_pe, Tensor slot_mapping, Tensor(a!) kv_cache) -> ()")
 
 
 # ---- fake (meta) implementations: output shapes from input shapes (and the host lists for the mask) -----
@@ -112,7 +115,7 @@ def _put_ptr(a, field, address):
     _PTR.pack_into(a.bytes, a.offsets[field], address)
 
 
-_CODES = {torch.bfloat16: L.BF16, torch.float32: L.FP32, torch.int32: L.INT32}
+_CODES = {torch.bfloat16: L.BF16, torch.float32: L.FP32, torch.int32: L.INT32, torch.uint8: L.UINT8}
 if hasattr(torch, "uint32"):
     _CODES[torch.uint32] = L.UINT32
 
@@ -359,8 +362,28 @@ def _topk_mask_build_cuda(indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host
     return mask
 
 
+@torch.library.register_fake(f"{_NS}::quantize_latent_cache")
+def _quantize_latent_cache_fake(kv_c, k_pe, slot_mapping, kv_cache):
+    return None
+
+
+def _quantize_latent_cache_cuda(kv_c, k_pe, slot_mapping, kv_cache):
+    a = _args("quant", L.QuantizeLatentCacheArgs)
+    _put(a, "kv_c", kv_c)
+    _put(a, "k_pe", k_pe)
+    _put(a, "slot_mapping", slot_mapping)
+    _put(a, "kv_cache", kv_cache)
+    f = L.optional_symbol("mlajit_quantize_latent_cache")
+    if f is None:
+        raise O.MlajitError(L.UNSUPPORTED, "MLAJIT_ERROR_UNSUPPORTED",
+                            f"{L.library_path()} has no mlajit_quantize_latent_cache: rebuild it from a newer source tree")
+    handle, stream = _device_state(kv_c.device)
+    O._check(f(handle, a.ptr, stream), "mlajit_quantize_latent_cache")
+
+
 # Straight on the CUDA key: no autograd wrapper on the hot path (these are inference ops).
 _lib_def.impl("mla_prefill", _mla_prefill_cuda, "CUDA")
 _lib_def.impl("sparse_mqa_prefill", _sparse_mqa_prefill_cuda, "CUDA")
 _lib_def.impl("mha_prefill", _mha_prefill_cuda, "CUDA")
 _lib_def.impl("topk_mask_build", _topk_mask_build_cuda, "CUDA")
+_lib_def.impl("quantize_latent_cache", _quantize_latent_cache_cuda, "CUDA")

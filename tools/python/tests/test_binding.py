@@ -56,6 +56,7 @@ class TestLayout(unittest.TestCase):
             "mlajit_mha_args": _lib.MhaArgs,
             "mlajit_topk_mask_args": _lib.TopkMaskArgs,
             "mlajit_mla_prefill_args": _lib.MlaPrefillArgs,
+            "mlajit_quantize_latent_cache_args": _lib.QuantizeLatentCacheArgs,
         }
         lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "mlajit/mlajit.h"', "int main(void) {"]
         for cname, py in structs.items():
