@@ -244,22 +244,25 @@ TEST_CASE("fp8: the one call takes the FP8 cache, checks it, and sizes the same 
     CHECK(s.block_size == 64);
     CHECK(s.num_blocks == 600);
     // The MHA steps gather (and dequantize) their run's keys into the same bf16 buffer as from bf16 pages;
-    // the sparse steps read the pages in place: the workspace does not depend on the cache format.
+    // the sparse steps read bf16 pages in place but gather the FP8 ones: only a sparse step's layout grows.
     auto b = a;
     b.kv_cache = t(fake(30), MLAJIT_BF16, {600, 64, 576});
     const MlaShapes sb = check_mla_args(b, true);
     CHECK_FALSE(sb.kv_fp8);
-    const std::vector<Path> paths = {Path::dense_mha, Path::masked_mha, Path::masked_mha, Path::sparse_mqa};
+    const std::vector<Path> paths = {Path::dense_mha, Path::masked_mha, Path::masked_mha, Path::dense_mha};
     CHECK(schedule_mla(s, kCuQ, kCuK, paths).workspace_bytes == schedule_mla(sb, kCuQ, kCuK, paths).workspace_bytes);
+    const std::vector<Path> all_sparse(4, Path::sparse_mqa);
+    for (const MlaStep& st : schedule_mla(s, kCuQ, kCuK, all_sparse).steps) CHECK(step_layout(s, st).kv_pack > 0);
+    for (const MlaStep& st : schedule_mla(sb, kCuQ, kCuK, all_sparse).steps) CHECK((step_layout(sb, st).kv_pack > 0) == st.chunk);
     // A request too large for one sparse step runs in chunks whose latent rows are gathered (dequantized
-    // from the FP8 pages) into kv_pack by the first chunk; whole-request sparse steps read the pages in place.
+    // from the FP8 pages) into kv_pack by the first chunk, as whole-request sparse steps gather theirs.
     MlaLimits small;
     small.mqa_chunk_bytes = size_t(1) << 20;
     const std::vector<Path> sparse(4, Path::sparse_mqa);
     int chunks = 0;
     for (const MlaStep& st : schedule_mla(s, kCuQ, kCuK, sparse, small).steps) {
         chunks += st.chunk;
-        CHECK((step_layout(s, st).kv_pack > 0) == st.chunk);
+        CHECK(step_layout(s, st).kv_pack > 0);
     }
     CHECK(chunks > 1);
     // The size query takes NULL pointers.
@@ -290,30 +293,23 @@ TEST_CASE("fp8: the one call takes the FP8 cache, checks it, and sizes the same 
     }
 }
 
-TEST_CASE("fp8: the planner knows the cache format (sparse MQA is cheaper on FP8 where the gather bounds it)") {
+TEST_CASE("fp8: the planner routes the FP8 cache as the bf16 one (both paths gather and dequantize the same keys)") {
     CHECK(kv_format_mqa_factor(KvFormat::bf16, 16) == 1.0);
-    CHECK(kv_format_mqa_factor(KvFormat::fp8, 16) < 0.75);
-    CHECK(kv_format_mqa_factor(KvFormat::fp8, 16) >= 656.0 / 1152.0);  // never below the bytes ratio
-    CHECK(kv_format_mqa_factor(KvFormat::fp8, 128) >= 1.0);
+    for (int heads : {16, 32, 64, 128}) CHECK(kv_format_mqa_factor(KvFormat::fp8, heads) == 1.0);
     PlannerOptions o;
     o.heads = 16;
     o.topk = 2048;
     Planner bf(o);
     o.kv_format = KvFormat::fp8;
     Planner fp(o);
-    const Request r{4096, 32768};
-    const auto pb = bf.predict(r, true), pf = fp.predict(r, true);
-    CHECK(pf.mha_ms == pb.mha_ms);
-    CHECK(pf.mqa_ms < pb.mqa_ms);
-    // The crossover moves toward sparse MQA: somewhere along s_k the bf16 plan says masked and the FP8 plan
-    // says sparse (16 heads, s_q 1024; by the H200 rates the two crossovers lie ~4k keys apart).
-    bool moved = false;
-    for (long sk = 2304; sk <= 65536 && !moved; sk += 256) {
+    for (long sk = 2304; sk <= 65536; sk += 1280) {
         const Request q{1024, sk};
-        moved = bf.plan(std::span(&q, 1)).requests[0].path == Path::masked_mha &&
-                fp.plan(std::span(&q, 1)).requests[0].path == Path::sparse_mqa;
+        CAPTURE(sk);
+        const auto pb = bf.predict(q, true), pf = fp.predict(q, true);
+        CHECK(pf.mha_ms == pb.mha_ms);
+        CHECK(pf.mqa_ms == pb.mqa_ms);
+        CHECK(bf.plan(std::span(&q, 1)).requests[0].path == fp.plan(std::span(&q, 1)).requests[0].path);
     }
-    CHECK(moved);
 }
 
 TEST_CASE("fp8: the gather's FP8 variant compiles to its own code (the spec's KV_FP8 reaches the kernel)") {
