@@ -92,9 +92,9 @@ private:
     int fd_;
 };
 
-int open_retry(const char* path, int flags, mode_t mode = 0) {
+int open_retry(const char* path, int flags, mode_t mode = 0, int dirfd = AT_FDCWD) {
     int fd;
-    do fd = ::open(path, flags | O_CLOEXEC, mode);
+    do fd = ::openat(dirfd, path, flags | O_CLOEXEC, mode);
     while (fd < 0 && errno == EINTR);
     return fd;
 }
@@ -107,10 +107,10 @@ std::string read_error_text(int e) { return e == kNotRegularFile ? "not a regula
 // Reads the whole file into `out`; returns 0, an errno or kNotRegularFile. EFBIG if it exceeds max_bytes,
 // EIO if it shrank while being read.
 template <typename Buf>
-int read_whole(const fs::path& path, Buf& out, uint64_t max_bytes, uint64_t* size_out = nullptr) {
+int read_whole(const fs::path& path, Buf& out, uint64_t max_bytes, uint64_t* size_out = nullptr, int dirfd = AT_FDCWD) {
     // O_NONBLOCK: a FIFO in place of a cache file would otherwise block open() until a writer comes, that
     // is forever (found by tests/cpu/test_cache_faults.cpp). It changes nothing for regular files.
-    Fd fd(open_retry(path.c_str(), O_RDONLY | O_NONBLOCK));
+    Fd fd(open_retry(path.c_str(), O_RDONLY | O_NONBLOCK, 0, dirfd));
     if (!fd.ok()) return errno;
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return errno;
@@ -176,50 +176,69 @@ struct Checked {
 
 Checked corrupt(std::string problem) { return {EntryState::corrupt, std::move(problem), {}}; }
 
-// The one definition of a valid entry, shared by load, store (is theirs good?) and verify.
+// The one definition of a valid entry, shared by load, store (is theirs good?) and verify. Both files are
+// read through one open descriptor of the entry's directory, so they come from the same entry even when a
+// concurrent remove or republish renames it away between the two reads (publication and removal are
+// renames of the whole directory). A problem found in an entry that is no longer the one at `dir` (its
+// directory was renamed away, and is perhaps being deleted, while we read) is a race, not damage: it reads
+// as a plain miss. Found by tests/cpu/test_cache_faults.cpp (a false "kernel.cubin is missing" about 1 in
+// 40,000 loads under SIGKILLed concurrent writers, which a second look only made rarer).
 Checked check_entry(const fs::path& dir, const CacheKey& key) {
+    Fd dfd(open_retry(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NONBLOCK));
+    if (!dfd.ok()) {
+        if (errno == ENOENT || errno == ENOTDIR) return {};  // store() moves a non-directory aside itself
+        return corrupt(fmt::format("the entry's directory is unreadable: {}", errno_text(errno)));
+    }
+    // Still the entry at `dir`? Our descriptor pins the inode, so its number cannot be reused meanwhile.
+    auto still_published = [&] {
+        struct stat held, now;
+        return ::fstat(dfd.get(), &held) == 0 && ::stat(dir.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+               held.st_dev == now.st_dev;
+    };
+    auto damaged = [&](std::string problem) -> Checked {
+        if (!still_published()) return {};
+        return corrupt(std::move(problem));
+    };
     std::string meta_text;
-    if (int e = read_whole(dir / kMetaFile, meta_text, kMaxMetaBytes)) {
+    if (int e = read_whole(kMetaFile, meta_text, kMaxMetaBytes, nullptr, dfd.get())) {
         if (e == ENOENT || e == ENOTDIR) {
             // No metadata but a cubin means damage (publication is atomic), not a plain miss.
-            std::error_code ec;
-            if (fs::exists(dir / kCubinFile, ec)) return corrupt("meta.json is missing");
+            struct stat st;
+            if (::fstatat(dfd.get(), kCubinFile, &st, 0) == 0) return damaged("meta.json is missing");
             return {};
         }
-        return corrupt(fmt::format("meta.json is unreadable: {}", read_error_text(e)));
+        return damaged(fmt::format("meta.json is unreadable: {}", read_error_text(e)));
     }
     auto meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
-    if (meta.is_discarded()) return corrupt("meta.json is not valid JSON");
-    if (!meta.is_object()) return corrupt("meta.json is not a JSON object");
+    if (meta.is_discarded()) return damaged("meta.json is not valid JSON");
+    if (!meta.is_object()) return damaged("meta.json is not a JSON object");
     auto bytes_it = meta.find("cubin_bytes");
     auto sum_it = meta.find("cubin_xxh3_128");
     if (bytes_it == meta.end() || !bytes_it->is_number_unsigned())
-        return corrupt("meta.json has no unsigned integer 'cubin_bytes'");
-    if (sum_it == meta.end() || !sum_it->is_string()) return corrupt("meta.json has no string 'cubin_xxh3_128'");
+        return damaged("meta.json has no unsigned integer 'cubin_bytes'");
+    if (sum_it == meta.end() || !sum_it->is_string()) return damaged("meta.json has no string 'cubin_xxh3_128'");
     auto expected_sum = CacheKey::from_hex(sum_it->get_ref<const std::string&>());
-    if (!expected_sum) return corrupt("meta.json's 'cubin_xxh3_128' is not 32 hex digits");
+    if (!expected_sum) return damaged("meta.json's 'cubin_xxh3_128' is not 32 hex digits");
     if (auto k = meta.find("key"); k != meta.end() && (!k->is_string() || k->get_ref<const std::string&>() != key.hex()))
-        return corrupt(fmt::format("meta.json's 'key' does not match the directory name {}", key.hex()));
+        return damaged(fmt::format("meta.json's 'key' does not match the directory name {}", key.hex()));
     uint64_t want = bytes_it->get<uint64_t>();
 
     Checked out;
     uint64_t size = 0;
-    if (int e = read_whole(dir / kCubinFile, out.cubin, std::min(want, kMaxCubinBytes), &size)) {
-        if (e == EFBIG) return corrupt(fmt::format("kernel.cubin has {} bytes, meta.json says {}", size, want));
-        if (e == ENOENT) return corrupt("kernel.cubin is missing");
-        return corrupt(fmt::format("kernel.cubin is unreadable: {}", read_error_text(e)));
+    if (int e = read_whole(kCubinFile, out.cubin, std::min(want, kMaxCubinBytes), &size, dfd.get())) {
+        if (e == EFBIG) return damaged(fmt::format("kernel.cubin has {} bytes, meta.json says {}", size, want));
+        if (e == ENOENT) return damaged("kernel.cubin is missing");
+        return damaged(fmt::format("kernel.cubin is unreadable: {}", read_error_text(e)));
     }
     if (size != want)
-        return corrupt(fmt::format("kernel.cubin has {} bytes, meta.json says {} (truncated?)", size, want));
-    if (xxh3_128(out.cubin) != *expected_sum) return corrupt("kernel.cubin does not match its checksum");
+        return damaged(fmt::format("kernel.cubin has {} bytes, meta.json says {} (truncated?)", size, want));
+    if (xxh3_128(out.cubin) != *expected_sum) return damaged("kernel.cubin does not match its checksum");
     out.state = EntryState::ok;
     return out;
 }
 
-// check_entry reads meta.json, then kernel.cubin: an entry removed (renamed away) or replaced between the two
-// reads looks corrupt ("kernel.cubin is missing") although no file is damaged. A second look tells the race
-// (now missing, or now valid) from real damage (corrupt twice). Found by tests/cpu/test_cache_faults.cpp:
-// the race gave a false "corrupt entry" warning and made store() move a valid entry aside.
+// A second look where the first found damage: a published entry replaced between our open and our check
+// (still_published() then compares the NEW entry) is seen whole on the second look.
 Checked check_entry_twice(const fs::path& dir, const CacheKey& key) {
     Checked c = check_entry(dir, key);
     return c.state == EntryState::corrupt ? check_entry(dir, key) : c;
