@@ -3,6 +3,7 @@
 // for being written, values checked against the reference on every row of small cases and on a sample
 // (first/last row of each request plus random ones) of large ones.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -244,10 +245,12 @@ mlajit::Handle& internal_handle() {
 void run_mqa_case(Gpu* G, const MqaCase& c) {
     R::Rng rng;
     INFO(rng.seed_note());
-    INFO("heads " << c.heads << ", s_q " << c.s_q << ", s_kv " << c.s_kv << ", topk " << c.topk << ", width " << c.width
-                  << (c.batched ? ", batched" : "") << (c.pad_at_end ? ", padding at row end" : "") << ", first request "
-                  << c.first_req << ", block size " << c.block_size << (c.fp8 ? ", FP8 cache" : "") << ", NaN-scale key "
-                  << c.nan_key);
+    // One string, built now: doctest's lazy INFO printed the ternaries' string literals as pointers.
+    const std::string what = fmt::format("heads {}, s_q {}, s_kv {}, topk {}, width {}{}{}, first request {}, block size {}{}, NaN-scale key {}",
+                                         c.heads, c.s_q, c.s_kv, c.topk, c.width, c.batched ? ", batched" : "",
+                                         c.pad_at_end ? ", padding at row end" : "", c.first_req, c.block_size,
+                                         c.fp8 ? ", FP8 cache" : "", c.nan_key);
+    INFO(what);
     REQUIRE((!c.fp8 || c.block_size > 0));
     const int64_t h = c.heads, sq = c.s_q, skv = c.s_kv, topk = c.width ? c.width : c.topk;
     Batch b;
