@@ -132,10 +132,18 @@ void require_nvrtc_arch(const Arch& arch) {
     std::vector<int> archs(size_t(n), 0);
     if (nv.nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return;
     std::string known;
+    bool sm_known = false;
     for (int a : archs) {
-        if (a == arch.sm) return;
+        sm_known = sm_known || a == arch.sm;
         known += fmt::format("{}sm_{}", known.empty() ? "" : ", ", a);
     }
+    // NVRTC lists plain arch numbers only. The suffixes exist from Hopper on: arch-specific 'a' from sm_90,
+    // family 'f' from sm_100 (an sm_88a reached the compiler and failed as a COMPILE error in the fuzz).
+    const int suffix_from = arch.suffix == 'a' ? 90 : arch.suffix == 'f' ? 100 : 0;
+    if (sm_known && arch.sm < suffix_from)
+        fail(MLAJIT_ERROR_UNSUPPORTED, "arch {}: the '{}' suffix exists only from sm_{} on; use sm_{} (no suffix)", arch.name(),
+             arch.suffix, suffix_from, arch.sm);
+    if (sm_known) return;
     fail(MLAJIT_ERROR_UNSUPPORTED, "arch {}: NVRTC {}.{} ({}) compiles for {}; pick one of those, or point MLAJIT_NVRTC_LIB "
          "at an NVRTC that knows this GPU", arch.name(), nv.major, nv.minor, nv.library_path, known);
 }

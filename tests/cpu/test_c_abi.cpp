@@ -116,6 +116,15 @@ TEST_CASE("C ABI: mlajit_warmup compiles a model's kernels for an arch with no G
     w.n_tp = 1;
     CHECK(mlajit_warmup(&w) == MLAJIT_ERROR_INVALID_ARGUMENT);
     CHECK(has(last(), "does not divide"));
+    // Archs NVRTC cannot target are refused before any compile (UNSUPPORTED, not a COMPILE error): an
+    // unknown number, and a suffix on an arch that has none (the validation fuzz drew sm_88a).
+    w.tp_degrees = tp;
+    for (const char* arch : {"sm_7777", "sm_88a", "sm_80a", "sm_90f"}) {
+        CAPTURE(arch);
+        w.arch = arch;
+        CHECK(mlajit_warmup(&w) == MLAJIT_ERROR_UNSUPPORTED);
+        CHECK(has(last(), arch));
+    }
     ::unsetenv("MLAJIT_CACHE_DIR");
     mlajit::reload_config();
 }
