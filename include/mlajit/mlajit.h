@@ -207,7 +207,8 @@ MLAJIT_API mlajit_status mlajit_plan_prefill(const char* gpu_name, int heads, in
  * Paged latent cache (instead of kv_c / k_pe): kv_cache bf16 [num_blocks, block_size, 576] and
  * block_table int32 [batch, max_blocks] (key position p of request r is row p % block_size of page
  * block_table[r][p / block_size]); total_k is then cu_seqlens_k_host[batch]. kv_cache may be the FP8
- * cache (uint8 [num_blocks, block_size, 656], see above): no bf16 copy of the cached context is made.
+ * cache (uint8 [num_blocks, block_size, 656], see above): each step dequantizes only its own requests'
+ * keys, once, into the workspace (docs/DESIGN.md section 7 says why; never the whole cache).
  * paths_out: optional host array of batch entries, receives the path each request took. */
 typedef struct mlajit_mla_prefill_args {
     size_t struct_size;
