@@ -81,14 +81,19 @@ def _requests(rows, cu_q, cu_k):
 
 # ---- references ----------------------------------------------------------------------------------------
 
-def sparse_mqa(q, kv, indices, sm_scale, rows, cu_q=None, cu_kv=None, d_v=512, chunk=16, q_is_rows=False):
+def sparse_mqa(q, kv, indices, sm_scale, rows, cu_q=None, cu_kv=None, d_v=512, chunk=16, q_is_rows=False,
+               causal=False):
     """Sparse MQA on `rows`: (out [r, h, d_v], lse [r, h], max_logits [r, h]) in float64.
     q [s_q, h, d_qk] (or already [r, h, d_qk] at `rows` with q_is_rows), kv [s_kv, d_qk], indices
-    [s_q, topk]; with cu_q/cu_kv (host lists) indices are local to each request."""
+    [s_q, topk]; with cu_q/cu_kv (host lists) indices are local to each request. The contract (mlajit.h):
+    a key listed twice in a row is attended once; with `causal` (DSA's semantics, the one call's) query i of
+    a request also skips keys past its bottom-right-aligned position s_k - s_q + i."""
     dev = q.device
     if cu_q is None:
         cu_q, cu_kv = [0, indices.size(0)], [0, kv.size(0)]
-    _, _, k0, s_k = _requests(rows, cu_q, cu_kv)
+    q0, s_q, k0, s_k = _requests(rows, cu_q, cu_kv)
+    if causal:
+        s_k = torch.minimum(s_k, s_k - s_q + (rows.cpu() - q0) + 1)
     outs, lses, mls = [], [], []
     for c in range(0, rows.numel(), chunk):
         rr = rows[c:c + chunk]
@@ -96,6 +101,11 @@ def sparse_mqa(q, kv, indices, sm_scale, rows, cu_q=None, cu_kv=None, d_v=512, c
         base = k0[c:c + chunk].to(dev).unsqueeze(1)
         lim = s_k[c:c + chunk].to(dev).unsqueeze(1)
         valid = (idx >= 0) & (idx < lim)
+        # A repeated key counts once: keep only its first slot in the row.
+        srt, order = torch.where(valid, idx, -1 - torch.arange(idx.size(1), device=dev)).sort(dim=1)
+        first = torch.ones_like(valid)
+        first[:, 1:] = srt[:, 1:] != srt[:, :-1]
+        valid &= torch.zeros_like(valid).scatter_(1, order, first)
         g = kv[(idx.clamp(min=0) + base).clamp(max=kv.size(0) - 1)].double()  # [r, topk, d]
         qd = q[c:c + chunk] if q_is_rows else q[rr]
         logit = torch.einsum("rhd,rkd->rhk", qd.double(), g) * sm_scale
@@ -160,14 +170,14 @@ def mha(q, k, v, cu_q, cu_k, sm_scale, rows, k_pe=None, indices=None, key_chunk=
 
 def mla(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_q, cu_k, sm_scale, rows):
     """The whole DSA prefill through the MQA formulation on `rows`: (out [r, h, 128], lse [r, h]) in
-    float64. w_kv_b [h * 256, 512]: per head 128 rows of W_UK then 128 of W_UV."""
+    float64, with the one call's causal index semantics. w_kv_b [h * 256, 512]: per head 128 rows of W_UK then 128 of W_UV."""
     h = q_nope.size(1)
     w = w_kv_b.double().reshape(h, 256, -1)
     w_uk, w_uv = w[:, :128, :], w[:, 128:, :]
     q_abs = torch.einsum("rhc,hcl->rhl", q_nope[rows].double(), w_uk)
     q576 = torch.cat([q_abs, q_pe[rows].double()], dim=2)
     kv = torch.cat([kv_c, k_pe], dim=1)
-    latent, lse, _ = sparse_mqa(q576, kv, indices, sm_scale, rows, cu_q, cu_k, q_is_rows=True)
+    latent, lse, _ = sparse_mqa(q576, kv, indices, sm_scale, rows, cu_q, cu_k, q_is_rows=True, causal=True)
     return torch.einsum("rhl,hel->rhe", latent, w_uv), lse
 
 
