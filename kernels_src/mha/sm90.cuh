@@ -13,9 +13,16 @@
 //     P V(i-1). MJ_PINGPONG=1 also orders the two warpgroups' GEMM issue through named barriers, so one
 //     warpgroup's softmax overlaps the other's GEMMs.
 //   Epilogue: O normalized, staged through the warpgroup's own (dead) Q rows, 16-byte coalesced stores.
+//   MJ_MASKED = 1 adds, on the same code path (everything else is the dense kernel's, literally):
+//     - a per-block bitmap of the key tiles any row attends (tile skipping), built before the loop;
+//     - a mask stage: warps 1-3 of the producer warpgroup (idle otherwise) copy each visited tile's mask
+//       words (128 rows x 4 words) into a 2 KiB shared stage per K stage, with the causal limit and the
+//       request's bounds already folded in; the consumers read their two rows with two 16-byte shared
+//       loads and apply one bit test per score on every tile (no causal test of their own).
 //
 // SUPPORTED CONFIGS (MJ_BLOCK_M, MJ_BLOCK_N, MJ_STAGES, MJ_PINGPONG): (128, 128, 2, 0|1)
-//   shared memory 209.5 KiB (Q 48 KiB + 2 x (K 48 KiB + V 32 KiB) + alignment and barriers);
+//   shared memory 209.5 KiB (Q 48 KiB + 2 x (K 48 KiB + V 32 KiB) + alignment and barriers), + 4 KiB of
+//   mask stages when MJ_MASKED (the host adds MASK_STAGE_BYTES_TOTAL: src/ops/kernel_configs.cpp);
 //   shapes MJ_D_NOPE = 128, MJ_D_ROPE = 64, MJ_D_V = 128; MJ_MASKED in {0, 1}; MJ_ARCH == 90 (sm_90a).
 //
 // Input requirements (the host checks them): base pointers 16-byte aligned, token and head strides
@@ -58,13 +65,32 @@ constexpr int BITMAP_TILES = BITMAP_WORDS * 32;
 static_assert(1024 + OFF_BITMAP + 4 * BITMAP_WORDS == mj_mha90_smem_bytes(BM, BN, ST, DQK, MJ_D_V),
               "mha_fwd_sm90: shared-memory layout disagrees with mj_mha90_smem_bytes");
 constexpr int WPT = BN / 32;  // mask words per key tile and row
-// Register split after setmaxnreg: the producer needs few, the consumers hold S (64), O (64) and P (32)
-// fp32/bf16x2 registers per thread. 24 * 128 + 240 * 256 = 64512 = 168 * 384, the launch allocation.
-constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+// Masked only: the mask stage per K stage, [BM rows][WPT words] (16 B a row), after the bitmap.
+constexpr int OFF_MSTAGE = OFF_BITMAP + 4 * BITMAP_WORDS;
+constexpr int MSTAGE_BYTES = BM * WPT * 4;
+constexpr int MASK_STAGE_BYTES_TOTAL = ST * MSTAGE_BYTES;
+static_assert(WPT == 4 && OFF_MSTAGE % 16 == 0, "mask stage rows are one 16-byte vector");
+static_assert(MASK_STAGE_BYTES_TOTAL == 4096, "the host adds 4096 bytes of shared memory for the mask stages");
+constexpr int COPY_THREADS = 96;                                   // producer warps 1-3
+constexpr int COPY_ITEMS = (BM * WPT + COPY_THREADS - 1) / COPY_THREADS;  // mask words per copy thread and tile
+// Register split after setmaxnreg: the consumers hold S (64), O (64) and P (32) fp32/bf16x2 registers per
+// thread; the producer warpgroup needs few, except the masked kernel's copy warps (COPY_ITEMS words and
+// their row addresses in flight). 24 * 128 + 240 * 256 = 40 * 128 + 232 * 256 = 64512 = 168 * 384, the
+// launch allocation.
+constexpr int PRODUCER_REGS = MJ_MASKED ? 40 : 24, CONSUMER_REGS = MJ_MASKED ? 232 : 240;
+// Harness-only breakdown knob (never set by the runtime): 1 = mask stage kept, bit test compiled out (the
+// dense causal test instead); 2 = bit test kept, no stage (words from a register); 3 = the copy loop of the
+// 2026-12-03 kernel (one word per iteration: load, then store, serialized). 1 and 2 give wrong outputs.
+#ifndef MJ_MASK_EXP
+#define MJ_MASK_EXP 0
+#endif
+constexpr bool MASK_STAGE = MJ_MASKED && MJ_MASK_EXP != 2;
+constexpr bool MASK_APPLY = MJ_MASKED && MJ_MASK_EXP != 1;
 // Named barriers (0 is __syncthreads): 1, 2 = GEMM-issue turns of consumer 0 / 1; 3, 4 = their epilogues.
 constexpr int BAR_TURN = 1, BAR_EPI = 3;
 
 MJ_DEVICE void st_shared_b32(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory"); }
+MJ_DEVICE void st_shared_b32_plain(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v)); }
 MJ_DEVICE void ld_shared_v4(unsigned r[4], unsigned addr) {
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
 }
@@ -80,10 +106,64 @@ MJ_DEVICE void fence_regs(float (&r)[N]) {
 }  // namespace mj_mha90
 
 namespace mj_mha90 {
-// The kernel's body (the dense kernel; the masked one is mj_mha90m::fwd_masked in mha/sm90_masked.cuh, and
-// the entry point at the end of this file picks one). P is the kernel's __grid_constant__ parameter: the
-// tensor maps are used in place, from parameter space.
-MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
+// Masked: the producer warpgroup's warps 1-3 fill the mask stage of every visited key tile, at most ST
+// tiles ahead of the consumers. Copy thread u owns the words u, u + 96, ... of a tile's [BM][WPT] block,
+// the same (row, word) in every tile, so its row addresses are computed once. It issues all its loads
+// before it waits for the stage to be free and stores them: one memory round trip per tile. (The
+// 2026-12-03 kernel stored each word before loading the next, COPY_ITEMS dependent round trips per tile;
+// MJ_MASK_EXP = 3 keeps that loop for the side-by-side timing.)
+// The causal limit of each row and the request's bounds are folded in here, so the consumers test bits
+// only: a word keeps the bits of keys <= its row's position (keys past the request are past the position
+// of every row of it), rows past the request are zero, and a word wholly past the limit is not read.
+template <class NextTile>
+MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, unsigned long long* bar_empty_m,
+                               const unsigned* gmask, mj_i64 stride, int u, int qpos_first, int rows, NextTile next_tile) {
+    using namespace mj90;
+    const unsigned dst0 = smem_u32(smem + OFF_MSTAGE);
+#if MJ_MASK_EXP == 3
+    int i = 0;
+    for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
+        const int s = i % ST;
+        if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
+        for (int j = u; j < BM * WPT; j += COPY_THREADS) {
+            const int r = j / WPT, wi = tile * WPT + j % WPT;
+            const int d = qpos_first + r - 32 * wi;
+            const unsigned keep = d >= 31 ? ~0u : (2u << (d & 31)) - 1u;
+            st_shared_b32(dst0 + s * MSTAGE_BYTES + 4 * j, (r < rows && d >= 0) ? __ldg(gmask + (mj_i64)r * stride + wi) & keep : 0u);
+        }
+        mbar_arrive(&bar_m[s]);
+    }
+#else
+    // Word u + 96 k of the block is row u / 4 + 24 k, word u % 4 (96 is a multiple of WPT).
+    static_assert(COPY_THREADS % WPT == 0, "a copy thread keeps its word column");
+    constexpr int ROW_STEP = COPY_THREADS / WPT;
+    const int r0 = u / WPT, w0 = u % WPT;
+    const unsigned* src = gmask + (mj_i64)r0 * stride + w0;
+    const int qrel0 = qpos_first + r0 - 32 * w0;  // row position minus the first key of the word, tile 0
+    const int rows_here = min(rows, BM);
+    int i = 0;
+    for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
+        const int s = i % ST;
+        unsigned wv[COPY_ITEMS];
+#pragma unroll
+        for (int k = 0; k < COPY_ITEMS; ++k) {
+            const int d = qrel0 + ROW_STEP * k - BN * tile;  // the last attended bit of this word
+            const bool valid = r0 + ROW_STEP * k < rows_here;
+            wv[k] = valid && d >= 0 ? __ldg(src + (mj_i64)(ROW_STEP * k) * stride + tile * WPT) : 0u;
+            wv[k] &= d >= 31 ? ~0u : (2u << (d & 31)) - 1u;
+        }
+        if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
+#pragma unroll
+        for (int k = 0; k < COPY_ITEMS; ++k)
+            if (u + COPY_THREADS * k < BM * WPT) st_shared_b32(dst0 + s * MSTAGE_BYTES + 4 * (u + COPY_THREADS * k), wv[k]);
+        mbar_arrive(&bar_m[s]);  // release: the stores above are visible to a consumer's acquiring wait
+    }
+#endif
+}
+
+// The kernel's body, dense and masked. P is the kernel's __grid_constant__ parameter: the tensor maps are
+// used in place, from parameter space.
+MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
     using namespace mj90;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // TMA's 128-byte swizzle repeats every 1024 bytes and the wgmma descriptors assume tiles start on
@@ -120,6 +200,10 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
     // those V rows would still reach this request's output, so the producer zeroes those V rows once the
     // tile has landed and arrives here; the consumers' last P V waits for it.
     unsigned long long* bar_vz = bar_empty_v + ST;
+    // Masked: [ST] a stage's mask words written (COPY_THREADS arrivals, release), [ST] both consumers done
+    // with them (256 arrivals after their softmax).
+    unsigned long long* bar_m = bar_vz + 1;
+    unsigned long long* bar_empty_m = bar_m + ST;
     unsigned* bitmap = (unsigned*)(smem + OFF_BITMAP);
     if (tid == 0) {
         mbar_init(bar_q, 1);
@@ -130,6 +214,11 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
             mbar_init(&bar_empty_v[s], 2 * 128);
         }
         mbar_init(bar_vz, 1);
+        if constexpr (MASK_STAGE)
+            for (int s = 0; s < ST; ++s) {
+                mbar_init(&bar_m[s], COPY_THREADS);
+                mbar_init(&bar_empty_m[s], 2 * 128);
+            }
         fence_barrier_init();
         // Q first: it depends on nothing, so its load overlaps the masked variant's tile scan below.
         const TensorMap* tm_q = reinterpret_cast<const TensorMap*>(&P.tm_q);
@@ -195,6 +284,9 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
     if (wg == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<PRODUCER_REGS>();
+        if constexpr (MASK_STAGE) {
+            if (tid >= 32) copy_mask_words(smem, bar_m, bar_empty_m, gmask, p.mask_stride_row, tid - 32, off + m0, rows, next_tile);
+        }
         if (tid == 0) {
             const TensorMap* tm_kn = reinterpret_cast<const TensorMap*>(&P.tm_k_nope);
             const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
@@ -276,17 +368,23 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
         for (int t = 0; t < BN / 16; ++t) wgmma_m64n128k16_rs<1>(o, pf[t], smem_desc(sv + t * 16 * 128, 128, 1024, BOX_K), 1);
         wgmma_commit();
     };
-    // Mask words of this thread's rows for a tile: [k] row g, [WPT + k] row g + 8 (0 past the request).
+    // Masked: this thread's two rows of a stage's mask words ([k] row g, [WPT + k] row g + 8), two 16-byte
+    // shared loads after the copy warps' arrival (the four threads of a quad read the same row: a
+    // broadcast); the stage is handed back after the softmax.
     unsigned mw[2 * WPT];
-    auto load_mask = [&](int tile) {
-        if constexpr (MJ_MASKED) {
+    const unsigned mstage_row0 = smem_u32(smem + OFF_MSTAGE) + (r_w - m0 + g) * 16;
+    auto load_mask_stage = [&](int stage, unsigned phase, int tile) {
+        if constexpr (MASK_STAGE) {
+            mbar_wait(&bar_m[stage], phase);
+            ld_shared_v4(mw, mstage_row0 + stage * MSTAGE_BYTES);
+            ld_shared_v4(mw + WPT, mstage_row0 + stage * MSTAGE_BYTES + 8 * 16);
+        } else if constexpr (MJ_MASKED) {  // MJ_MASK_EXP 2: words the compiler cannot fold, no stage
 #pragma unroll
-            for (int k = 0; k < 2 * WPT; ++k) {
-                const int r = r_w + g + (k < WPT ? 0 : 8) - m0;  // row inside the block
-                const int wi = tile * WPT + k % WPT;
-                mw[k] = (m0 + r < s_q && wi < n_mwords) ? __ldg(gmask + (mj_i64)r * p.mask_stride_row + wi) : 0u;
-            }
+            for (int k = 0; k < 2 * WPT; ++k) mw[k] = ~0u >> ((tile >> 24) + k);
         }
+    };
+    auto release_mask_stage = [&](int stage) {
+        if constexpr (MASK_STAGE) mbar_arrive(&bar_empty_m[stage]);
     };
     // Causal limit and mask on S, then the online-softmax statistics; S becomes exp2 values in place and
     // alpha the factor that rescales what O and the row sums held before this tile.
@@ -294,27 +392,17 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
     auto softmax = [&](int tile) {
         const int n0 = tile * BN;
         const bool diag = n0 + BN - 1 > w_min_q;  // only tiles crossing some row's diagonal need the causal test
-        if constexpr (MJ_MASKED) {
-            unsigned m[2 * WPT], all = ~0u;
+        if constexpr (MASK_APPLY) {
+            // The words already hold the causal limit and the bounds (copy_mask_words): one bit test per
+            // score on every tile, which ptxas turns into R2P + FSEL.
+            unsigned m[2 * WPT];
 #pragma unroll
-            for (int k = 0; k < 2 * WPT; ++k) {
-                unsigned w = mw[k];
-                if (diag) {
-                    const int d = (k < WPT ? qpos0 : qpos1) - n0 - 32 * (k % WPT);  // last allowed bit
-                    w &= d < 0 ? 0u : (d >= 31 ? ~0u : (2u << d) - 1u);
-                }
-                all &= w;
-                m[k] = w >> (qd * 2);
-            }
-            // A top-k row whose causal prefix has <= k keys attends all of it: when the warp's 16 rows all
-            // do, the per-score bit tests (2 instructions a score) are skipped.
-            if (!__all_sync(0xffffffffu, all == ~0u)) {
+            for (int k = 0; k < 2 * WPT; ++k) m[k] = mw[k] >> (qd * 2);
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j)
+            for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
-            }
+                for (int e = 0; e < 4; ++e)
+                    if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
         } else if (diag) {
             const int lim0 = qpos0 - n0 - qd * 2, lim1 = qpos1 - n0 - qd * 2;  // last allowed key - 2 qd
 #pragma unroll
@@ -387,14 +475,15 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
         if (MJ_PINGPONG && c == 1) named_bar_arrive(BAR_TURN + 0, 256);
         // tile 0: S only
         mbar_wait(&bar_k[0], 0);
-        load_mask(tile);
         turn_begin();
         issue_qk(0);
         turn_end(false);
+        load_mask_stage(0, 0, tile);  // waits while the tensor cores run Q K^T
         wgmma_wait<0>();
         fence_regs(s);
         mbar_arrive(&bar_empty_k[0]);
         softmax(tile);
+        release_mask_stage(0);
         rescale_and_pack();
         int prev_stage = 0;
         unsigned prev_phase = 0;
@@ -403,16 +492,17 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
             const int stage = i % ST;
             const unsigned phase = (i / ST) & 1;
             mbar_wait(&bar_k[stage], phase);
-            load_mask(tile);
             turn_begin();
             issue_qk(stage);
             mbar_wait(&bar_v[prev_stage], prev_phase);
             issue_pv(prev_stage);
             turn_end(false);
+            load_mask_stage(stage, phase, tile);
             wgmma_wait<1>();  // S of this tile done; P V of the previous one may still run
             fence_regs(s);
             mbar_arrive(&bar_empty_k[stage]);
             softmax(tile);
+            release_mask_stage(stage);
             wgmma_wait<0>();
             fence_regs(o);
             mbar_arrive(&bar_empty_v[prev_stage]);
@@ -468,11 +558,6 @@ MJ_DEVICE void fwd_dense(const MhaFwdSm90Params& P) {
 }
 }  // namespace mj_mha90
 
-// The masked kernel (v4 + a mask stage fed by the producer warpgroup's idle warps): measured 1.11-1.19x
-// faster than this file's masked path, which stays compiled only for the harness's side-by-side timing.
-#include "mha/sm90_masked.cuh"
-
 extern "C" __global__ void __launch_bounds__(mj_mha90::NT, 1) mlajit_mha_fwd_sm90(const __grid_constant__ MhaFwdSm90Params P) {
-    if constexpr (MJ_MASKED) mj_mha90m::fwd_masked(P);
-    else mj_mha90::fwd_dense(P);
+    mj_mha90::fwd(P);
 }
