@@ -74,13 +74,14 @@ static_assert(MASK_STAGE_BYTES_TOTAL == 4096, "the host adds 4096 bytes of share
 constexpr int COPY_THREADS = 96;                                   // producer warps 1-3
 constexpr int COPY_ITEMS = (BM * WPT + COPY_THREADS - 1) / COPY_THREADS;  // mask words per copy thread and tile
 // Register split after setmaxnreg: the consumers hold S (64), O (64) and P (32) fp32/bf16x2 registers per
-// thread; the producer warpgroup needs few, except the masked kernel's copy warps (COPY_ITEMS words and
-// their row addresses in flight). 24 * 128 + 240 * 256 = 40 * 128 + 232 * 256 = 64512 = 168 * 384, the
-// launch allocation.
-constexpr int PRODUCER_REGS = MJ_MASKED ? 40 : 24, CONSUMER_REGS = MJ_MASKED ? 232 : 240;
+// thread; the producer warpgroup needs few (the mask copy warps too: they copy by cp.async). 24 * 128 +
+// 240 * 256 = 64512 = 168 * 384, the launch allocation. (The 2026-12-03 masked kernel ran 40 / 232 for
+// its copy warps; its consumers then had 8 registers fewer than the dense kernel's.)
+constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 // Harness-only breakdown knob (never set by the runtime): 1 = mask stage kept, bit test compiled out (the
 // dense causal test instead); 2 = bit test kept, no stage (words from a register); 3 = the copy loop of the
-// 2026-12-03 kernel (one word per iteration: load, then store, serialized). 1 and 2 give wrong outputs.
+// 2026-12-03 kernel (one word per iteration: load, then store, serialized); 4 = no tile-bitmap scan (every
+// tile visited: correct, only no tile skipping). 1 and 2 give wrong outputs.
 #ifndef MJ_MASK_EXP
 #define MJ_MASK_EXP 0
 #endif
@@ -106,15 +107,33 @@ MJ_DEVICE void fence_regs(float (&r)[N]) {
 }  // namespace mj_mha90
 
 namespace mj_mha90 {
+// cp.async of one 32-bit word, zero-filled when !valid (nothing is read then), and the arrival on an
+// mbarrier that fires once all of this thread's earlier cp.async have landed (.noinc: it is one of the
+// arrivals the barrier was initialized with).
+MJ_DEVICE void cp_async_4(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+MJ_DEVICE void cp_async_mbar_arrive(unsigned long long* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(mj90::smem_u32(bar)) : "memory");
+}
+MJ_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+MJ_DEVICE unsigned ld_shared_b32(unsigned addr) {
+    unsigned v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
 // Masked: the producer warpgroup's warps 1-3 fill the mask stage of every visited key tile, at most ST
-// tiles ahead of the consumers. Copy thread u owns the words u, u + 96, ... of a tile's [BM][WPT] block,
-// the same (row, word) in every tile, so its row addresses are computed once. It issues all its loads
-// before it waits for the stage to be free and stores them: one memory round trip per tile. (The
-// 2026-12-03 kernel stored each word before loading the next, COPY_ITEMS dependent round trips per tile;
-// MJ_MASK_EXP = 3 keeps that loop for the side-by-side timing.)
-// The causal limit of each row and the request's bounds are folded in here, so the consumers test bits
-// only: a word keeps the bits of keys <= its row's position (keys past the request are past the position
-// of every row of it), rows past the request are zero, and a word wholly past the limit is not read.
+// tiles ahead of the consumers. Copy thread u owns the words u, u + 96, ... of a tile's [BM][WPT] block:
+// rows u / 4 + 24 k, word u % 4, the same in every tile. The words go global -> shared by cp.async (no
+// registers: the copy warps run at the producer's 24, so that the consumers keep 240), zero-filled, not
+// read, for rows past the request and for words wholly past their row's causal limit (which covers every
+// word past the request's keys). Tiles wholly inside the causal prefix of the block's first row (all but
+// the last one or two) are then done: the stage's full barrier completes when the words land. On the
+// tiles crossing the block's diagonal band the thread waits for its words and folds each row's causal
+// limit into the words that straddle it (keeps the bits of keys <= the row's position), in shared memory.
+// So the consumers test bits only. (The 2026-12-03 kernel loaded and stored one word at a time through
+// registers, COPY_ITEMS dependent round trips per tile; MJ_MASK_EXP = 3 keeps that loop for timing.)
 template <class NextTile>
 MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, unsigned long long* bar_empty_m,
                                const unsigned* gmask, mj_i64 stride, int u, int qpos_first, int rows, NextTile next_tile) {
@@ -134,29 +153,36 @@ MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, u
         mbar_arrive(&bar_m[s]);
     }
 #else
-    // Word u + 96 k of the block is row u / 4 + 24 k, word u % 4 (96 is a multiple of WPT).
     static_assert(COPY_THREADS % WPT == 0, "a copy thread keeps its word column");
     constexpr int ROW_STEP = COPY_THREADS / WPT;
     const int r0 = u / WPT, w0 = u % WPT;
     const unsigned* src = gmask + (mj_i64)r0 * stride + w0;
     const int qrel0 = qpos_first + r0 - 32 * w0;  // row position minus the first key of the word, tile 0
-    const int rows_here = min(rows, BM);
+    const int rows_here = min(rows, BM) - r0;     // item k holds a row of the request when 24 k < rows_here
+    const mj_i64 row_step = ROW_STEP * stride;
     int i = 0;
     for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
         const int s = i % ST;
-        unsigned wv[COPY_ITEMS];
-#pragma unroll
-        for (int k = 0; k < COPY_ITEMS; ++k) {
-            const int d = qrel0 + ROW_STEP * k - BN * tile;  // the last attended bit of this word
-            const bool valid = r0 + ROW_STEP * k < rows_here;
-            wv[k] = valid && d >= 0 ? __ldg(src + (mj_i64)(ROW_STEP * k) * stride + tile * WPT) : 0u;
-            wv[k] &= d >= 31 ? ~0u : (2u << (d & 31)) - 1u;
-        }
         if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
+        const unsigned dst = dst0 + s * MSTAGE_BYTES + 4 * u;
+        const int d0 = qrel0 - BN * tile;  // item k: the last attended bit of its word is d0 + 24 k
+        const unsigned* g = src + tile * WPT;
+#pragma unroll 1
+        for (int k = 0; k < COPY_ITEMS; ++k, g += row_step) {
+            if (u + COPY_THREADS * k < BM * WPT) cp_async_4(dst + 4 * COPY_THREADS * k, g, ROW_STEP * k < rows_here && d0 + ROW_STEP * k >= 0);
+        }
+        if (tile * BN + BN - 1 <= qpos_first) {
+            cp_async_mbar_arrive(&bar_m[s]);
+        } else {
+            cp_async_wait_all();
 #pragma unroll
-        for (int k = 0; k < COPY_ITEMS; ++k)
-            if (u + COPY_THREADS * k < BM * WPT) st_shared_b32(dst0 + s * MSTAGE_BYTES + 4 * (u + COPY_THREADS * k), wv[k]);
-        mbar_arrive(&bar_m[s]);  // release: the stores above are visible to a consumer's acquiring wait
+            for (int k = 0; k < COPY_ITEMS; ++k) {
+                const int d = d0 + ROW_STEP * k;
+                if (u + COPY_THREADS * k < BM * WPT && d >= 0 && d < 31)
+                    st_shared_b32(dst + 4 * COPY_THREADS * k, ld_shared_b32(dst + 4 * COPY_THREADS * k) & ((2u << d) - 1u));
+            }
+            mbar_arrive(&bar_m[s]);  // release: the stores above are visible to a consumer's acquiring wait
+        }
     }
 #endif
 }
@@ -237,14 +263,14 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         // would walk row batch after row batch (one memory round trip each) before finding a bit.
         const int full_tiles = min(max(off + m0 + 1, 0) / BN, n_tiles);
         for (int i = tid; i < BITMAP_WORDS; i += NT) {
-            const int lo = max(i * 32, full_tiles), hi = min(i * 32 + 32, n_tiles);
+            const int lo = max(i * 32, MJ_MASK_EXP == 4 ? 0 : full_tiles), hi = min(i * 32 + 32, n_tiles);
             bitmap[i] = lo < hi ? (hi - lo == 32 ? ~0u : (1u << (hi - lo)) - 1u) << (lo - i * 32) : 0u;
         }
         __syncthreads();
         // Each thread ORs one word column over a strided set of rows, so a block reads each mask row
         // coalesced and issues one shared atomic per (thread, pass). A column stops at its first nonzero
         // batch: with top-k masks spread over the prefix that is the first batch.
-        if (tid < PT) {
+        if (tid < PT && MJ_MASK_EXP != 4) {
             const int words = min(min(full_tiles, BITMAP_TILES) * WPT, n_mwords);
             int lg = 0;
             while ((1 << lg) < words && (1 << lg) < PT) ++lg;

@@ -35,18 +35,18 @@ prefix=()
 lib_pid=$!
 MJ_NO_PORTABLE=1 step hbuild 120 "$here/build.sh" /tmp/mhab
 grep -E "^h90|built|failed" "$OUT/hbuild.log"
-VARS="${MJ_VARS:-h90pp,h90x1,h90x2,h90x3}"
+VARS="${MJ_VARS:-h90pp,h90x1,h90x2,h90x3,h90x4}"
 [ -n "${OLD_KSRC:-}" ] && VARS="$VARS,h90old"
 CHECK_VARS=$(echo "$VARS" | tr ',' '\n' | grep -v -E '^h90x[12]$' | paste -sd,)  # x1, x2: wrong by design
 step hcheck 50 /tmp/mhab/harness --no-perf --only "$CHECK_VARS"
-step hperf 60 /tmp/mhab/harness --no-check --only "$VARS" --shapes 128:8192,16:8192,16:16384
+step hperf 60 /tmp/mhab/harness --no-check --only "$VARS" --shapes 128:8192,16:8192,16:16384,128:8192
 step cudnn 40 python3 "$here/cudnn_ref.py" 128:8192 16:8192 16:16384
 wait "$lib_pid"; echo "lib_build rc=$? at $(( $(date +%s) - start ))s" >>"$OUT/table.txt"
 export MLAJIT_CACHE_DIR=/tmp/mha12-cache
 step bench 45 build-gpu/mlajit-bench --ops mha,masked --heads 128,16 --s-q 8192 --reps 10 --csv "$OUT/bench.csv"
-if [ "${MJ_NCU:-1}" = 1 ]; then  # stall reasons and issue slots, h=128 S=8192: h90pp dense + masked, h90x3 masked
+if [ "${MJ_NCU:-1}" = 1 ]; then  # stall reasons and issue slots, h=128 S=8192: h90pp dense + masked
   step ncu 60 ncu --clock-control none -k regex:kern_h90 --section SpeedOfLight --section WarpStateStats \
-    --section SchedulerStats --section InstructionStats --print-details all /tmp/mhab/harness --ncu --only h90pp,h90x3
+    --section SchedulerStats --section InstructionStats --print-details all /tmp/mhab/harness --ncu --only h90pp
 fi
 if [ "${MJ_TESTS:-1}" = 1 ]; then
   step gpu_tests 60 build-gpu/mlajit_gpu_tests '--test-case=*masked MHA*,*MHA varlen*,*dense MHA*'
@@ -64,3 +64,5 @@ grep -E "FAIL" "$OUT/hperf.log" | head -5
 sed -n '/^config/,/^$/p' "$OUT/hperf.log"
 cat "$OUT/cudnn.log"
 cat "$OUT/bench.csv" 2>/dev/null
+# The device tool brings back a limited number of files: everything but the table and the CSV in one archive.
+( cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log )
