@@ -81,14 +81,20 @@ constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 // Harness-only breakdown knob (never set by the runtime): 1 = mask stage kept, bit test compiled out (the
 // dense causal test instead); 2 = bit test kept, no stage (words from a register); 3 = the copy loop of the
 // 2026-12-03 kernel (one word per iteration: load, then store, serialized); 4 = no tile-bitmap scan (every
-// tile visited: correct, only no tile skipping). 1 and 2 give wrong outputs.
+// tile visited: correct, only no tile skipping); 5 = no early tile 0 (EARLY_TILE0). 1 and 2 give wrong
+// outputs.
 #ifndef MJ_MASK_EXP
 #define MJ_MASK_EXP 0
 #endif
 constexpr bool MASK_STAGE = MJ_MASKED && MJ_MASK_EXP != 2;
+// Masked: tile 0 is always visited (its bitmap bit is forced: an empty tile 0 costs one tile of work), so
+// its K, V and mask words are issued before the tile-bitmap scan, as early as the dense kernel issues
+// them, instead of after the scan's memory round trip and barrier. Knob 5 (and the old copy loop, 3): off.
+constexpr bool EARLY_TILE0 = MJ_MASKED && MJ_MASK_EXP != 3 && MJ_MASK_EXP != 5;
 constexpr bool MASK_APPLY = MJ_MASKED && MJ_MASK_EXP != 1;
-// Named barriers (0 is __syncthreads): 1, 2 = GEMM-issue turns of consumer 0 / 1; 3, 4 = their epilogues.
-constexpr int BAR_TURN = 1, BAR_EPI = 3;
+// Named barriers (0 is __syncthreads): 1, 2 = GEMM-issue turns of consumer 0 / 1; 3, 4 = their epilogues;
+// 5 = the mbarrier inits done, for the copy warps' early tile 0 (EARLY_TILE0).
+constexpr int BAR_TURN = 1, BAR_EPI = 3, BAR_INIT = 5;
 
 MJ_DEVICE void st_shared_b32(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory"); }
 MJ_DEVICE void st_shared_b32_plain(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v)); }
@@ -134,12 +140,39 @@ MJ_DEVICE unsigned ld_shared_b32(unsigned addr) {
 // limit into the words that straddle it (keeps the bits of keys <= the row's position), in shared memory.
 // So the consumers test bits only. (The 2026-12-03 kernel loaded and stored one word at a time through
 // registers, COPY_ITEMS dependent round trips per tile; MJ_MASK_EXP = 3 keeps that loop for timing.)
+// One tile's words into stage s (the stage is free). rows_left = rows of the request in the block - r0.
+MJ_DEVICE void copy_mask_tile(unsigned char* smem, unsigned long long* bar_m, const unsigned* src, mj_i64 row_step,
+                              int u, int qrel0, int qpos_first, int rows_left, int tile, int s) {
+    using namespace mj90;
+    constexpr int ROW_STEP = COPY_THREADS / WPT;
+    const unsigned dst = smem_u32(smem + OFF_MSTAGE) + s * MSTAGE_BYTES + 4 * u;
+    const int d0 = qrel0 - BN * tile;  // item k: the last attended bit of its word is d0 + 24 k
+    const unsigned* g = src + tile * WPT;
+#pragma unroll 1
+    for (int k = 0; k < COPY_ITEMS; ++k, g += row_step) {
+        if (u + COPY_THREADS * k < BM * WPT) cp_async_4(dst + 4 * COPY_THREADS * k, g, ROW_STEP * k < rows_left && d0 + ROW_STEP * k >= 0);
+    }
+    if (tile * BN + BN - 1 <= qpos_first) {
+        cp_async_mbar_arrive(&bar_m[s]);
+    } else {
+        cp_async_wait_all();
+#pragma unroll
+        for (int k = 0; k < COPY_ITEMS; ++k) {
+            const int d = d0 + ROW_STEP * k;
+            if (u + COPY_THREADS * k < BM * WPT && d >= 0 && d < 31)
+                st_shared_b32(dst + 4 * COPY_THREADS * k, ld_shared_b32(dst + 4 * COPY_THREADS * k) & ((2u << d) - 1u));
+        }
+        mbar_arrive(&bar_m[s]);  // release: the stores above are visible to a consumer's acquiring wait
+    }
+}
+// The copy warps' walk over the block's tiles; the first `done` tiles (0 or 1: tile 0, issued before the
+// tile-bitmap scan, EARLY_TILE0) are already in their stages.
 template <class NextTile>
 MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, unsigned long long* bar_empty_m,
-                               const unsigned* gmask, mj_i64 stride, int u, int qpos_first, int rows, NextTile next_tile) {
+                               const unsigned* gmask, mj_i64 stride, int u, int qpos_first, int rows, int done, NextTile next_tile) {
     using namespace mj90;
-    const unsigned dst0 = smem_u32(smem + OFF_MSTAGE);
 #if MJ_MASK_EXP == 3
+    const unsigned dst0 = smem_u32(smem + OFF_MSTAGE);
     int i = 0;
     for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
         const int s = i % ST;
@@ -153,36 +186,13 @@ MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, u
         mbar_arrive(&bar_m[s]);
     }
 #else
-    static_assert(COPY_THREADS % WPT == 0, "a copy thread keeps its word column");
-    constexpr int ROW_STEP = COPY_THREADS / WPT;
     const int r0 = u / WPT, w0 = u % WPT;
-    const unsigned* src = gmask + (mj_i64)r0 * stride + w0;
-    const int qrel0 = qpos_first + r0 - 32 * w0;  // row position minus the first key of the word, tile 0
-    const int rows_here = min(rows, BM) - r0;     // item k holds a row of the request when 24 k < rows_here
-    const mj_i64 row_step = ROW_STEP * stride;
-    int i = 0;
-    for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
+    int i = done;
+    for (int tile = next_tile(done ? 0 : -1); tile >= 0; tile = next_tile(tile), ++i) {
         const int s = i % ST;
         if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
-        const unsigned dst = dst0 + s * MSTAGE_BYTES + 4 * u;
-        const int d0 = qrel0 - BN * tile;  // item k: the last attended bit of its word is d0 + 24 k
-        const unsigned* g = src + tile * WPT;
-#pragma unroll 1
-        for (int k = 0; k < COPY_ITEMS; ++k, g += row_step) {
-            if (u + COPY_THREADS * k < BM * WPT) cp_async_4(dst + 4 * COPY_THREADS * k, g, ROW_STEP * k < rows_here && d0 + ROW_STEP * k >= 0);
-        }
-        if (tile * BN + BN - 1 <= qpos_first) {
-            cp_async_mbar_arrive(&bar_m[s]);
-        } else {
-            cp_async_wait_all();
-#pragma unroll
-            for (int k = 0; k < COPY_ITEMS; ++k) {
-                const int d = d0 + ROW_STEP * k;
-                if (u + COPY_THREADS * k < BM * WPT && d >= 0 && d < 31)
-                    st_shared_b32(dst + 4 * COPY_THREADS * k, ld_shared_b32(dst + 4 * COPY_THREADS * k) & ((2u << d) - 1u));
-            }
-            mbar_arrive(&bar_m[s]);  // release: the stores above are visible to a consumer's acquiring wait
-        }
+        copy_mask_tile(smem, bar_m, gmask + (mj_i64)r0 * stride + w0, (COPY_THREADS / WPT) * stride, u,
+                       qpos_first + r0 - 32 * w0, qpos_first, min(rows, BM) - r0, tile, s);
     }
 #endif
 }
@@ -251,11 +261,36 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         mbar_arrive_expect_tx(bar_q, 3 * BOX_Q);
 #pragma unroll
         for (int i = 0; i < 3; ++i) tma_load_3d(smem + i * BOX_Q, tm_q, bar_q, 64 * i, head, q_start + m0);
+        if (EARLY_TILE0 && n_tiles > 0) {  // masked: tile 0's K and V too, not after the tile-bitmap scan
+            unsigned char* sk = smem + OFF_K;
+            const TensorMap* tm_kn = reinterpret_cast<const TensorMap*>(&P.tm_k_nope);
+            const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
+            const TensorMap* tm_v = reinterpret_cast<const TensorMap*>(&P.tm_v);
+            mbar_arrive_expect_tx(&bar_k[0], 3 * BOX_K);
+            tma_load_3d(sk, tm_kn, &bar_k[0], 0, head, k_start);
+            tma_load_3d(sk + BOX_K, tm_kn, &bar_k[0], 64, head, k_start);
+            tma_load_3d(sk + 2 * BOX_K, tm_kp, &bar_k[0], 0, P.kp_shared ? 0 : head, k_start);
+            mbar_arrive_expect_tx(&bar_v[0], 2 * BOX_K);
+            tma_load_3d(sk + OFF_V, tm_v, &bar_v[0], 0, head, k_start);
+            tma_load_3d(sk + OFF_V + BOX_K, tm_v, &bar_v[0], 64, head, k_start);
+        }
+    }
+    const unsigned* gmask = p.mask + (mj_i64)(q_start + m0) * p.mask_stride_row;
+    if constexpr (EARLY_TILE0 && MASK_STAGE) {
+        // ... and tile 0's mask words: warps 1-3 first wait (named barrier) for warp 0, whose thread 0 has
+        // initialized the mbarriers above.
+        if (tid >= 32 && tid < 128 && n_tiles > 0) {
+            const int u = tid - 32, r0 = u / WPT, w0 = u % WPT;
+            named_bar_sync(BAR_INIT, 128);
+            copy_mask_tile(smem, bar_m, gmask + (mj_i64)r0 * p.mask_stride_row + w0, (COPY_THREADS / WPT) * p.mask_stride_row, u,
+                           off + m0 + r0 - 32 * w0, off + m0, min(rows, BM) - r0, 0, 0);
+        } else if (tid < 32 && n_tiles > 0) {
+            named_bar_arrive(BAR_INIT, 128);
+        }
     }
 
     // ---- masked: which key tiles does any row of this block attend? (the first 256 threads) ----
     const int n_mwords = (s_k + 31) >> 5;  // mask words of a row that can hold bits of this request
-    const unsigned* gmask = p.mask + (mj_i64)(q_start + m0) * p.mask_stride_row;
     if (MJ_MASKED) {
         constexpr int PT = 256;
         // Tiles crossing the block's causal band (not wholly visible to its first row) are visited without
@@ -264,7 +299,8 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         const int full_tiles = min(max(off + m0 + 1, 0) / BN, n_tiles);
         for (int i = tid; i < BITMAP_WORDS; i += NT) {
             const int lo = max(i * 32, MJ_MASK_EXP == 4 ? 0 : full_tiles), hi = min(i * 32 + 32, n_tiles);
-            bitmap[i] = lo < hi ? (hi - lo == 32 ? ~0u : (1u << (hi - lo)) - 1u) << (lo - i * 32) : 0u;
+            bitmap[i] = (lo < hi ? (hi - lo == 32 ? ~0u : (1u << (hi - lo)) - 1u) << (lo - i * 32) : 0u) |
+                        (EARLY_TILE0 && i == 0 && n_tiles > 0 ? 1u : 0u);  // tile 0: always visited (loaded already)
         }
         __syncthreads();
         // Each thread ORs one word column over a strided set of rows, so a block reads each mask row
@@ -311,7 +347,7 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         // ================================ producer ================================
         setmaxnreg_dec<PRODUCER_REGS>();
         if constexpr (MASK_STAGE) {
-            if (tid >= 32) copy_mask_words(smem, bar_m, bar_empty_m, gmask, p.mask_stride_row, tid - 32, off + m0, rows, next_tile);
+            if (tid >= 32) copy_mask_words(smem, bar_m, bar_empty_m, gmask, p.mask_stride_row, tid - 32, off + m0, rows, EARLY_TILE0 ? 1 : 0, next_tile);
         }
         if (tid == 0) {
             const TensorMap* tm_kn = reinterpret_cast<const TensorMap*>(&P.tm_k_nope);
@@ -320,6 +356,7 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
             const int kp_head = P.kp_shared ? 0 : head;
             int i = 0, last = -1;
             for (int tile = next_tile(-1); tile >= 0; last = tile, tile = next_tile(tile), ++i) {
+                if (EARLY_TILE0 && i == 0) continue;  // tile 0 (always the first: its bit is forced) is loading
                 const int s = i % ST;
                 const unsigned free_parity = ((i / ST) & 1) ^ 1;  // the release of this stage's previous use
                 unsigned char* sk = smem + OFF_K + s * STAGE_BYTES;

@@ -46,9 +46,10 @@ for pp in 0 1; do
 done
 # Masked breakdown knobs of mha/sm90.cuh (MJ_MASK_EXP; harness-only, outputs of 1 and 2 are wrong by design):
 # x1 = mask stage kept, bit test compiled out; x2 = bit test kept, no stage; x3 = the serialized copy loop
-# of the 2026-12-03 kernel; x4 = no tile-bitmap scan (correct, no tile skipping). Masked objects only:
+# of the 2026-12-03 kernel; x4 = no tile-bitmap scan (correct, no tile skipping); x5 = tile 0 loaded after
+# the scan, not before it (the first call's h90pp). Masked objects only:
 # the knob acts on MJ_MASKED alone, so the harness runs h90pp's dense object as their dense kernel.
-for e in 1 2 3 4; do
+for e in 1 2 3 4 5; do
     mha90 h90x${e}_m 1 1 -DMJ_MASK_EXP=$e & pids+=($!)
 done
 # OLD_KSRC=<dir holding mha/sm90.cuh (+ mha/sm90_masked.cuh) of an older version>: built as h90old for a

@@ -43,7 +43,7 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 // h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers;
 // h90x1 / x2 / x3: its masked breakdown knobs (MJ_MASK_EXP, build.sh: stage without the bit test, bit
 // test without the stage (both timing-only, their masked outputs are wrong), the serialized copy loop of
-// 2026-12-03, no tile-bitmap scan); h90old: an older version for side-by-side timing (build.sh OLD_KSRC, -DWITH_OLD).
+// 2026-12-03, no tile-bitmap scan, tile 0 issued after the scan); h90old: an older version for side-by-side timing (build.sh OLD_KSRC, -DWITH_OLD).
 // (The v4 / t1 / t3 / t4 experiments of 2026-12-03 were removed with tools/dev/mha/sm90_v4.cuh once the
 // folded kernel replaced them: docs/perf_mha_notes.md.)
 #ifdef WITH_OLD
@@ -59,7 +59,7 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 #define MHA_VARIANTS(X) \
     MHA_PORTABLE(X) X(h90pp, 128) X(h90np, 128) MHA_OLD(X)
 // masked-only variants: their dense kernel is h90pp's
-#define MHA_MASKED_VARIANTS(X) X(h90x1) X(h90x2) X(h90x3) X(h90x4)
+#define MHA_MASKED_VARIANTS(X) X(h90x1) X(h90x2) X(h90x3) X(h90x4) X(h90x5)
 #define DECL_MHA(n, bm)                                                      \
     extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
     extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);
