@@ -68,16 +68,9 @@ constexpr int WPT = BN / 32;  // mask words per key tile and row
 // Masked only: the mask stage per K stage, [BM rows][WPT words] (16 B a row), after the bitmap.
 constexpr int OFF_MSTAGE = OFF_BITMAP + 4 * BITMAP_WORDS;
 constexpr int MSTAGE_BYTES = BM * WPT * 4;
-// Mask stages: how far (in visited tiles) the copy warps may run ahead of the consumers. Harness knob
-// MJ_MASK_STAGES (the runtime never sets it; the host's shared-memory size assumes the default).
-#ifndef MJ_MASK_STAGES
-#define MJ_MASK_STAGES 2
-#endif
-constexpr int MST = MJ_MASK_STAGES;
-constexpr int MASK_STAGE_BYTES_TOTAL = MST * MSTAGE_BYTES;
+constexpr int MASK_STAGE_BYTES_TOTAL = ST * MSTAGE_BYTES;
 static_assert(WPT == 4 && OFF_MSTAGE % 16 == 0, "mask stage rows are one 16-byte vector");
-static_assert(MASK_STAGE_BYTES_TOTAL == 4096 || MJ_MASK_STAGES != 2,
-              "the host adds 4096 bytes of shared memory for the mask stages (kernel_configs.cpp, wrap_mha90.cu)");
+static_assert(MASK_STAGE_BYTES_TOTAL == 4096, "the host adds 4096 bytes of shared memory for the mask stages");
 constexpr int COPY_THREADS = 96;                                   // producer warps 1-3
 constexpr int COPY_ITEMS = (BM * WPT + COPY_THREADS - 1) / COPY_THREADS;  // mask words per copy thread and tile
 // Register split after setmaxnreg: the consumers hold S (64), O (64) and P (32) fp32/bf16x2 registers per
@@ -128,30 +121,6 @@ MJ_DEVICE void cp_async_4(unsigned dst, const void* src, bool valid) {
 }
 MJ_DEVICE void cp_async_mbar_arrive(unsigned long long* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(mj90::smem_u32(bar)) : "memory");
-}
-// The copy warps' wait for a free mask stage: try_wait with a suspend-time hint, so that a waiting copy
-// thread sleeps until the phase completes (or 10 ms pass) instead of re-issuing try_wait every few cycles.
-// (A plain try_wait loop returns quickly: the masked kernel issued 43 % more instructions than the dense
-// one, ncu, h=128 S=8k, mostly three copy warps spinning on the schedulers the consumer warps use.) Not
-// for latency-critical waits.
-MJ_DEVICE void mbar_wait_sleep(unsigned long long* bar, unsigned phase) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "MJ_MBAR_SLEEP_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-        "@!done bra MJ_MBAR_SLEEP_%=;\n"
-        "}\n" ::"r"(mj90::smem_u32(bar)),
-        "r"(phase), "r"(10000000u)
-        : "memory");
-}
-// The TMA thread's waits for a free K / V stage. Harness knob MJ_PRODUCER_SLEEP=1: the sleeping wait.
-#ifndef MJ_PRODUCER_SLEEP
-#define MJ_PRODUCER_SLEEP 0
-#endif
-MJ_DEVICE void producer_wait(unsigned long long* bar, unsigned phase) {
-    if constexpr (MJ_PRODUCER_SLEEP) mbar_wait_sleep(bar, phase);
-    else mj90::mbar_wait(bar, phase);
 }
 MJ_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 MJ_DEVICE unsigned ld_shared_b32(unsigned addr) {
@@ -206,8 +175,8 @@ MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, u
     const unsigned dst0 = smem_u32(smem + OFF_MSTAGE);
     int i = 0;
     for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
-        const int s = i % MST;
-        if (i >= MST) mbar_wait_sleep(&bar_empty_m[s], ((i / MST) & 1) ^ 1);
+        const int s = i % ST;
+        if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
         for (int j = u; j < BM * WPT; j += COPY_THREADS) {
             const int r = j / WPT, wi = tile * WPT + j % WPT;
             const int d = qpos_first + r - 32 * wi;
@@ -220,8 +189,8 @@ MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, u
     const int r0 = u / WPT, w0 = u % WPT;
     int i = done;
     for (int tile = next_tile(done ? 0 : -1); tile >= 0; tile = next_tile(tile), ++i) {
-        const int s = i % MST;
-        if (i >= MST) mbar_wait_sleep(&bar_empty_m[s], ((i / MST) & 1) ^ 1);
+        const int s = i % ST;
+        if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
         copy_mask_tile(smem, bar_m, gmask + (mj_i64)r0 * stride + w0, (COPY_THREADS / WPT) * stride, u,
                        qpos_first + r0 - 32 * w0, qpos_first, min(rows, BM) - r0, tile, s);
     }
@@ -270,8 +239,7 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
     // Masked: [ST] a stage's mask words written (COPY_THREADS arrivals, release), [ST] both consumers done
     // with them (256 arrivals after their softmax).
     unsigned long long* bar_m = bar_vz + 1;
-    unsigned long long* bar_empty_m = bar_m + MST;
-    static_assert(8 * (2 + 4 * ST + 2 * MST) <= 256, "the mbarriers fit their 256 bytes");
+    unsigned long long* bar_empty_m = bar_m + ST;
     unsigned* bitmap = (unsigned*)(smem + OFF_BITMAP);
     if (tid == 0) {
         mbar_init(bar_q, 1);
@@ -283,7 +251,7 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         }
         mbar_init(bar_vz, 1);
         if constexpr (MASK_STAGE)
-            for (int s = 0; s < MST; ++s) {
+            for (int s = 0; s < ST; ++s) {
                 mbar_init(&bar_m[s], COPY_THREADS);
                 mbar_init(&bar_empty_m[s], 2 * 128);
             }
@@ -393,12 +361,12 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
                 const unsigned free_parity = ((i / ST) & 1) ^ 1;  // the release of this stage's previous use
                 unsigned char* sk = smem + OFF_K + s * STAGE_BYTES;
                 const int row = k_start + tile * BN;
-                if (i >= ST) producer_wait(&bar_empty_k[s], free_parity);
+                if (i >= ST) mbar_wait(&bar_empty_k[s], free_parity);
                 mbar_arrive_expect_tx(&bar_k[s], 3 * BOX_K);
                 tma_load_3d(sk, tm_kn, &bar_k[s], 0, head, row);
                 tma_load_3d(sk + BOX_K, tm_kn, &bar_k[s], 64, head, row);
                 tma_load_3d(sk + 2 * BOX_K, tm_kp, &bar_k[s], 0, kp_head, row);
-                if (i >= ST) producer_wait(&bar_empty_v[s], free_parity);
+                if (i >= ST) mbar_wait(&bar_empty_v[s], free_parity);
                 mbar_arrive_expect_tx(&bar_v[s], 2 * BOX_K);
                 tma_load_3d(sk + OFF_V, tm_v, &bar_v[s], 0, head, row);
                 tma_load_3d(sk + OFF_V + BOX_K, tm_v, &bar_v[s], 64, head, row);
@@ -468,10 +436,9 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
     // broadcast); the stage is handed back after the softmax.
     unsigned mw[2 * WPT];
     const unsigned mstage_row0 = smem_u32(smem + OFF_MSTAGE) + (r_w - m0 + g) * 16;
-    auto load_mask_stage = [&](int i, int tile) {  // i: the tile's index in the block's visiting order
+    auto load_mask_stage = [&](int stage, unsigned phase, int tile) {
         if constexpr (MASK_STAGE) {
-            const int stage = i % MST;
-            mbar_wait(&bar_m[stage], (i / MST) & 1);
+            mbar_wait(&bar_m[stage], phase);
             ld_shared_v4(mw, mstage_row0 + stage * MSTAGE_BYTES);
             ld_shared_v4(mw + WPT, mstage_row0 + stage * MSTAGE_BYTES + 8 * 16);
         } else if constexpr (MJ_MASKED) {  // MJ_MASK_EXP 2: words the compiler cannot fold, no stage
@@ -479,8 +446,8 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
             for (int k = 0; k < 2 * WPT; ++k) mw[k] = ~0u >> ((tile >> 24) + k);
         }
     };
-    auto release_mask_stage = [&](int i) {
-        if constexpr (MASK_STAGE) mbar_arrive(&bar_empty_m[i % MST]);
+    auto release_mask_stage = [&](int stage) {
+        if constexpr (MASK_STAGE) mbar_arrive(&bar_empty_m[stage]);
     };
     // Causal limit and mask on S, then the online-softmax statistics; S becomes exp2 values in place and
     // alpha the factor that rescales what O and the row sums held before this tile.
@@ -574,7 +541,7 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         turn_begin();
         issue_qk(0);
         turn_end(false);
-        load_mask_stage(0, tile);  // waits while the tensor cores run Q K^T
+        load_mask_stage(0, 0, tile);  // waits while the tensor cores run Q K^T
         wgmma_wait<0>();
         fence_regs(s);
         mbar_arrive(&bar_empty_k[0]);
@@ -593,12 +560,12 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
             mbar_wait(&bar_v[prev_stage], prev_phase);
             issue_pv(prev_stage);
             turn_end(false);
-            load_mask_stage(i, tile);
+            load_mask_stage(stage, phase, tile);
             wgmma_wait<1>();  // S of this tile done; P V of the previous one may still run
             fence_regs(s);
             mbar_arrive(&bar_empty_k[stage]);
             softmax(tile);
-            release_mask_stage(i);
+            release_mask_stage(stage);
             wgmma_wait<0>();
             fence_regs(o);
             mbar_arrive(&bar_empty_v[prev_stage]);

@@ -52,10 +52,6 @@ done
 for e in 1 2 3 4 5; do
     mha90 h90x${e}_m 1 1 -DMJ_MASK_EXP=$e & pids+=($!)
 done
-mha90 h90x6_m 1 1 -DMJ_MASK_STAGES=4 & pids+=($!)
-# x7 (dense and masked): the TMA thread's stage waits sleep too (MJ_PRODUCER_SLEEP)
-mha90 h90x7_d 0 1 -DMJ_PRODUCER_SLEEP=1 & pids+=($!)
-mha90 h90x7_m 1 1 -DMJ_PRODUCER_SLEEP=1 & pids+=($!)  # x6: 4 mask stages instead of 2 (the copy warps run further ahead)
 # OLD_KSRC=<dir holding mha/sm90.cuh (+ mha/sm90_masked.cuh) of an older version>: built as h90old for a
 # side-by-side timing in the same call (the harness then needs -DWITH_OLD).
 if [ -n "${OLD_KSRC:-}" ]; then

@@ -41,11 +41,11 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 // names. (Device run 3 also timed EXPERIMENTAL variants -- Q re-read from shared memory at 64-key tiles,
 // lazy rescale, a 3-stage ping-pong -- since removed; see docs/perf_mha_notes.md.)
 // h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers.
-// Masked-only knob variants of it (their dense kernel is h90pp's): h90x1 = mask stage without the bit
-// test, x2 = bit test without the stage (both timing-only: their masked outputs are wrong), x3 = the
-// serialized copy loop of 2026-12-03, x4 = no tile-bitmap scan, x5 = tile 0 issued after the scan,
-// x6 = 4 mask stages. h90x7 (dense and masked): the TMA thread's stage waits sleep (MJ_PRODUCER_SLEEP).
-// h90old: an older version for side-by-side timing (build.sh OLD_KSRC, -DWITH_OLD).
+// Masked-only knob variants of it (MJ_MASK_EXP; their dense kernel is h90pp's): h90x1 = mask stage
+// without the bit test, x2 = bit test without the stage (both timing-only: their masked outputs are
+// wrong), x3 = the serialized copy loop of 2026-12-03, x4 = no tile-bitmap scan, x5 = tile 0 issued after
+// the scan. h90old: an older version for side-by-side timing (build.sh OLD_KSRC, -DWITH_OLD; its mha/
+// sm90.cuh must define what wrap_mha90.cu uses).
 // (The v4 / t1 / t3 / t4 experiments of 2026-12-03 were removed with tools/dev/mha/sm90_v4.cuh once the
 // folded kernel replaced them: docs/perf_mha_notes.md.)
 #ifdef WITH_OLD
@@ -59,9 +59,9 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 #define MHA_PORTABLE(X) X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128)
 #endif
 #define MHA_VARIANTS(X) \
-    MHA_PORTABLE(X) X(h90pp, 128) X(h90np, 128) X(h90x7, 128) MHA_OLD(X)
+    MHA_PORTABLE(X) X(h90pp, 128) X(h90np, 128) MHA_OLD(X)
 // masked-only variants: their dense kernel is h90pp's
-#define MHA_MASKED_VARIANTS(X) X(h90x1) X(h90x2) X(h90x3) X(h90x4) X(h90x5) X(h90x6)
+#define MHA_MASKED_VARIANTS(X) X(h90x1) X(h90x2) X(h90x3) X(h90x4) X(h90x5)
 #define DECL_MHA(n, bm)                                                      \
     extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
     extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);

@@ -27,7 +27,7 @@ extern long long mha90_totals[2];
 extern "C" cudaError_t MJ_CAT(launch_, WNAME)(const MhaFwdParams* p, cudaStream_t st) {
     // + 4096 for the masked kernel's mask stages (mj_mha90::MASK_STAGE_BYTES_TOTAL), as
     // src/ops/kernel_configs.cpp adds.
-    const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128) + (WMASK ? mj_mha90::MASK_STAGE_BYTES_TOTAL : 0);
+    const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128) + (WMASK ? 4096 : 0);
     static bool init = false;
     static mlajit::TensorMapEncodeTiledFn encode = nullptr;
     if (!init) {
