@@ -53,7 +53,8 @@ for e in 1 2 3 4 5; do
     mha90 h90x${e}_m 1 1 -DMJ_MASK_EXP=$e & pids+=($!)
 done
 # OLD_KSRC=<dir holding mha/sm90.cuh (+ mha/sm90_masked.cuh) of an older version>: built as h90old for a
-# side-by-side timing in the same call (the harness then needs -DWITH_OLD).
+# side-by-side timing in the same call (the harness then needs -DWITH_OLD). wrap_mha90.cu must compile
+# against that version (2026-12-03: main's sm90.cuh before the fold, copied from git show).
 if [ -n "${OLD_KSRC:-}" ]; then
     mha90 h90old_d 0 1 -I "$OLD_KSRC" & pids+=($!)
     mha90 h90old_m 1 1 -I "$OLD_KSRC" & pids+=($!)
