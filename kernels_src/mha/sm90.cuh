@@ -97,7 +97,6 @@ constexpr bool MASK_APPLY = MJ_MASKED && MJ_MASK_EXP != 1;
 constexpr int BAR_TURN = 1, BAR_EPI = 3, BAR_INIT = 5;
 
 MJ_DEVICE void st_shared_b32(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory"); }
-MJ_DEVICE void st_shared_b32_plain(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v)); }
 MJ_DEVICE void ld_shared_v4(unsigned r[4], unsigned addr) {
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
 }
