@@ -157,7 +157,7 @@ KernelSpec quantize_cache_spec(const Arch& arch) {
     return s;
 }
 
-// The Hopper tier's masked kernel (kernels_src/mha/sm90_masked.cuh) stages the mask words of each key stage
+// The Hopper tier's kernel (kernels_src/mha/sm90.cuh), when masked, stages the mask words of each key stage
 // in shared memory: 128 rows x 4 words x 2 stages on top of the dense layout (the kernel asserts 4096).
 constexpr int kMha90MaskStageBytes = 4096;
 

@@ -14,9 +14,9 @@ mha() {  # name bm bn warps masked stages [extra nvcc flags...]
     "$NVCC" "${FLAGS[@]}" -Xptxas -v -DWBM=$bm -DWBN=$bn -DWW=$w -DWMASK=$m -DWST=$st -DWNAME=$n "$@" \
         -c "$here/wrap_mha.cu" -o "$bd/$n.o" > "$bd/$n.log" 2>&1 || { cat "$bd/$n.log"; exit 1; }
 }
-mha90() {  # name masked pingpong [extra nvcc flags]
+mha90() {  # name masked pingpong [extra nvcc flags, placed first: an -I there goes ahead of kernels_src]
     local n=$1 m=$2 pp=$3; shift 3
-    "$NVCC" "${FLAGS[@]}" -I "$here/../../../src" -Xptxas -v -DWMASK=$m -DWPP=$pp -DWNAME=$n "$@" \
+    "$NVCC" "$@" "${FLAGS[@]}" -I "$here/../../../src" -Xptxas -v -DWMASK=$m -DWPP=$pp -DWNAME=$n \
         -c "$here/wrap_mha90.cu" -o "$bd/$n.o" > "$bd/$n.log" 2>&1 || { cat "$bd/$n.log"; exit 1; }
 }
 msk() {  # name rpb
@@ -24,7 +24,11 @@ msk() {  # name rpb
         || { cat "$bd/$1.log"; exit 1; }
 }
 # name (also the launcher suffix in harness.cu), BLOCK_M, BLOCK_N, WARPS, STAGES, extra nvcc flags
+# MJ_NO_PORTABLE=1: skip the portable configs (and build the harness without them: -DNO_PORTABLE).
+hflags=()
+[ "${MJ_NO_PORTABLE:-0}" = 1 ] && hflags=(-DNO_PORTABLE)
 while read -r n bm bn w st x; do
+    [ "${MJ_NO_PORTABLE:-0}" = 1 ] && continue
     for m in 0 1; do
         sfx=d; [ $m = 1 ] && sfx=m
         mha ${n}_$sfx $bm $bn $w $m $st $x & pids+=($!)
@@ -40,21 +44,30 @@ for pp in 0 1; do
     mha90 ${n}_d 0 $pp & pids+=($!)
     mha90 ${n}_m 1 $pp & pids+=($!)
 done
-mha90 h90v4_d 0 1 -DWV4 & pids+=($!)
-mha90 h90v4_m 1 1 -DWV4 & pids+=($!)
-mha90 h90t1_d 0 1 -DWV4 -DMJ_V4_TRICK=1 & pids+=($!)
-mha90 h90t1_m 1 1 -DWV4 -DMJ_V4_TRICK=1 & pids+=($!)
-mha90 h90t3_d 0 1 -DWV4 -DMJ_V4_TRICK=3 & pids+=($!)
-mha90 h90t3_m 1 1 -DWV4 -DMJ_V4_TRICK=3 & pids+=($!)
-mha90 h90t4_d 0 1 -DWV4 -DMJ_V4_TRICK=4 & pids+=($!)
-mha90 h90t4_m 1 1 -DWV4 -DMJ_V4_TRICK=4 & pids+=($!)
+# Masked breakdown knobs of mha/sm90.cuh (MJ_MASK_EXP; harness-only, outputs of 1 and 2 are wrong by design):
+# x1 = mask stage kept, bit test compiled out; x2 = bit test kept, no stage; x3 = the serialized copy loop
+# of the 2026-12-03 kernel; x4 = no tile-bitmap scan (correct, no tile skipping); x5 = tile 0 loaded after
+# the scan, not before it (the first call's h90pp). Masked objects only:
+# the knob acts on MJ_MASKED alone, so the harness runs h90pp's dense object as their dense kernel.
+for e in 1 2 3 4 5; do
+    mha90 h90x${e}_m 1 1 -DMJ_MASK_EXP=$e & pids+=($!)
+done
+# OLD_KSRC=<dir holding mha/sm90.cuh (+ mha/sm90_masked.cuh) of an older version>: built as h90old for a
+# side-by-side timing in the same call (the harness then needs -DWITH_OLD). wrap_mha90.cu must compile
+# against that version (2026-12-03: main's sm90.cuh before the fold, copied from git show).
+if [ -n "${OLD_KSRC:-}" ]; then
+    mha90 h90old_d 0 1 -I "$OLD_KSRC" & pids+=($!)
+    mha90 h90old_m 1 1 -I "$OLD_KSRC" & pids+=($!)
+    hflags+=(-DWITH_OLD)
+fi
 msk rpb4 4 & pids+=($!)
 msk rpb1 1 & pids+=($!)
-"$NVCC" "${FLAGS[@]}" -c "$here/harness.cu" -o "$bd/harness.o" & pids+=($!)
+"$NVCC" "${FLAGS[@]}" "${hflags[@]}" -c "$here/harness.cu" -o "$bd/harness.o" & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build failed"; exit 1; }
-for f in "$bd"/c*.log "$bd"/h90*.log "$bd"/rpb*.log; do
+for f in "$bd"/h90*.log "$bd"/c*.log "$bd"/rpb*.log; do
+    [ -f "$f" ] || continue
     echo "$(basename "$f" .log): $(grep -h -E 'registers|spill' "$f" | grep -v 'Compiling' | tr -s ' ' | tr '\n' ' ')"
 done
 "$NVCC" "${FLAGS[@]}" "$bd"/*.o -o "$bd/harness" -lpthread -ldl

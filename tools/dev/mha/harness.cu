@@ -40,18 +40,34 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 // The tested configs of mha_fwd.cuh (BLOCK_M x BLOCK_N x WARPS x STAGES), built by build.sh under these
 // names. (Device run 3 also timed EXPERIMENTAL variants -- Q re-read from shared memory at 64-key tiles,
 // lazy rescale, a 3-stage ping-pong -- since removed; see docs/perf_mha_notes.md.)
-// h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers;
-// h90v4: the unshipped v4 experiment (tools/dev/mha/sm90_v4.cuh, ping-pong; measured 2026-12-03: 0-2 % slower
-// than v3); h90t1: v4 with S kept alive past the P V wait (knob MJ_V4_TRICK=1; spills, 4-14 % slower);
-// h90t3: v4 with the mask words prefetched one tile ahead (knob 3); h90t4: v4 with the mask words through
-// their own shared-memory stage, filled by the producer warpgroup's idle warps (knob 4). 3, 4: not yet run.
+// h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers.
+// Masked-only knob variants of it (MJ_MASK_EXP; their dense kernel is h90pp's): h90x1 = mask stage
+// without the bit test, x2 = bit test without the stage (both timing-only: their masked outputs are
+// wrong), x3 = the serialized copy loop of 2026-12-03, x4 = no tile-bitmap scan, x5 = tile 0 issued after
+// the scan. h90old: an older version for side-by-side timing (build.sh OLD_KSRC, -DWITH_OLD; its mha/
+// sm90.cuh must define what wrap_mha90.cu uses).
+// (The v4 / t1 / t3 / t4 experiments of 2026-12-03 were removed with tools/dev/mha/sm90_v4.cuh once the
+// folded kernel replaced them: docs/perf_mha_notes.md.)
+#ifdef WITH_OLD
+#define MHA_OLD(X) X(h90old, 128)
+#else
+#define MHA_OLD(X)
+#endif
+#ifdef NO_PORTABLE
+#define MHA_PORTABLE(X)
+#else
+#define MHA_PORTABLE(X) X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128)
+#endif
 #define MHA_VARIANTS(X) \
-    X(c128x64x8x2, 128) X(c64x64x4x2, 64) X(c64x32x4x2, 64) X(c128x128x8x2, 128) X(h90pp, 128) X(h90np, 128) \
-    X(h90v4, 128) X(h90t1, 128) X(h90t3, 128) X(h90t4, 128)
+    MHA_PORTABLE(X) X(h90pp, 128) X(h90np, 128) MHA_OLD(X)
+// masked-only variants: their dense kernel is h90pp's
+#define MHA_MASKED_VARIANTS(X) X(h90x1) X(h90x2) X(h90x3) X(h90x4) X(h90x5)
 #define DECL_MHA(n, bm)                                                      \
     extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
     extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);
 MHA_VARIANTS(DECL_MHA)
+#define DECL_MHA_M(n) extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);
+MHA_MASKED_VARIANTS(DECL_MHA_M)
 extern "C" cudaError_t launch_rpb4(const TopkMaskParams*, cudaStream_t);
 extern "C" cudaError_t launch_rpb1(const TopkMaskParams*, cudaStream_t);
 
@@ -61,7 +77,8 @@ struct MhaCfg {
     mha_launch_fn dense, masked;
 };
 #define CFG_ROW(n, bm) {#n, bm, launch_##n##_d, launch_##n##_m},
-static const MhaCfg kCfgs[] = {MHA_VARIANTS(CFG_ROW)};
+#define CFG_ROW_M(n) {#n, 128, launch_h90pp_d, launch_##n##_m},
+static const MhaCfg kCfgs[] = {MHA_VARIANTS(CFG_ROW) MHA_MASKED_VARIANTS(CFG_ROW_M)};
 
 // ------------------------------------------------------------------------------------------------------
 static inline uint64_t splitmix(uint64_t x) {

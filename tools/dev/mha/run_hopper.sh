@@ -7,7 +7,7 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 OUT="${OUT:-$here/out}"; mkdir -p "$OUT"
-VARS="${MJ_VARIANTS:-h90pp,h90np,h90v4}"
+VARS="${MJ_VARIANTS:-h90pp,h90np}"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)
 "$here/build.sh" /tmp/mhab > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }

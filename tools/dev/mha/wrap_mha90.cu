@@ -19,18 +19,14 @@ constexpr int MJ_ARCH = 90;
 #define MJ_CAT(a, b) MJ_CAT2(a, b)
 #define mlajit_mha_fwd_sm90 MJ_CAT(kern_, WNAME)
 #include "sm90.cuh"  // first: inside mha/sm90.cuh nvcc would resolve "sm90.cuh" to that file itself
-#if defined(WV4)
-#include "sm90_v4.cuh"  // the unshipped v4 experiment (knob MJ_V4_TRICK), for side-by-side timing
-#else
-#include "mha/sm90.cuh"
-#endif
+#include "mha/sm90.cuh"  // with -I <older kernels_src> ahead of kernels_src: that version (build.sh's h90old)
 #include "ops/mha_sm90_maps.h"
 
 extern long long mha90_totals[2];
 
 extern "C" cudaError_t MJ_CAT(launch_, WNAME)(const MhaFwdParams* p, cudaStream_t st) {
-    // + 4096 for the masked kernels' mask stages (kernels_src/mha/sm90_masked.cuh, and the t4 experiment),
-    // as src/ops/kernel_configs.cpp adds; the other variants do not use it.
+    // + 4096 for the masked kernel's mask stages (mj_mha90::MASK_STAGE_BYTES_TOTAL), as
+    // src/ops/kernel_configs.cpp adds.
     const int smem = mj_mha90_smem_bytes(128, 128, 2, 192, 128) + (WMASK ? 4096 : 0);
     static bool init = false;
     static mlajit::TensorMapEncodeTiledFn encode = nullptr;
