@@ -208,6 +208,12 @@ MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsign
                         // exchanged; 1: warpgroup 0 computes all of S (m64n64) and the softmax (below)
 #define MJ_MQA90_SCHED 1
 #endif
+#ifndef MJ_MQA90_PSYNC  // schedule 1's P hand-over: 1 = bar.sync by both warpgroups, 0 = bar.arrive by warpgroup 0.
+                        // Measured the same (9.79 / 9.83 ms, h = 128, 8k); compute-sanitizer racecheck reports
+                        // hazards for 0 (between the epilogue's O staging stores and loads, across a bar.sync that
+                        // is in the SASS) and none for 1, so 1 it is.
+#define MJ_MQA90_PSYNC 1
+#endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
                        // grid.y even). Development switch: the runtime does not launch it yet.
@@ -499,8 +505,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // Warpgroup 0 computes S of the whole tile and its softmax; P stays in its registers (bf16 A fragments)
         // for O[:, 0..255] += P V (wgmma RS) and is stored into the tile's rope block (dead once S is done) for
         // warpgroup 1, which adds O[:, 256..511] += P V (wgmma SS) after rescaling its O by the factors warpgroup
-        // 0 leaves in s_alpha. Named barrier kBarP0 + (t & 1) hands tile t over (two, alternating: warpgroup 0
-        // may run one tile ahead).
+        // 0 leaves in s_alpha. Named barrier kBarP0 + (t & 1) hands tile t over (two, alternating, so that the
+        // bar.arrive form, MJ_MQA90_PSYNC = 0, may run one tile ahead).
         float* s_alpha = (float*)(smem + kOffP);  // [2][64]: O rescale factors of tile t at (t & 1)
         float* s_lsum = s_alpha + 128;            // [64]: the final row sums
         // Slot release after this thread's last read of it (its warpgroup's wgmma completed); pair mode also tells
@@ -589,7 +595,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     }
                 }
                 mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
-                mj90::named_bar_arrive(kBarP0 + (t & 1), kConsumers);
+                if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);
+                else mj90::named_bar_arrive(kBarP0 + (t & 1), kConsumers);
             };
             if (ntiles > 0) {
                 mj90::mbar_wait(&full[0], 0u);
