@@ -31,7 +31,8 @@
 //  * MJ_MQA90_PAIR = 1 (development switch, not launched by the runtime): the two 64-head blocks of a
 //    token form a 2-CTA cluster; each gathers half of every tile's rows (and the whole rope block) and
 //    copies its half into the peer's ring with bulk shared::cluster copies, halving the L2 -> SM traffic
-//    at h = 128.
+//    at h = 128. Correct but slower as built (13.4 against 9.7 ms at h = 128, 8k): each half is forwarded
+//    only after all of it landed, a full latency added to every tile (docs/perf_mqa_notes.md).
 //  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring and math; the producer loads each row's 512
 //    e4m3 codes into registers and writes the dequantized bf16 into the slot itself (no shared memory is
 //    left for a raw ring). Measured on the H200 (8k, paged): 1.5x the bf16 time at 32-128 heads; with the
