@@ -16,16 +16,28 @@
 //    an instruction), completion arriving on the slot's "full" mbarrier; it refills a slot once both math
 //    warpgroups arrived on its "empty" mbarrier. (v1 gave each thread half a row: 16 rows per
 //    instruction, 36 instructions a thread; gather-bound at 8.7 ms for h = 128 at 8k.)
-//  * Warpgroup g (warps 4g..4g+3) computes S for keys 32g..32g+31 of the tile (m64n32k16, 36 k-steps),
-//    the two exchange row maxima through shared memory (one named barrier), each writes its half of
-//    P (bf16) to shared memory, and after a second barrier each accumulates its half of the 512 output
-//    columns: O[:, 256g..256g+255] += P V (m64n256k16, 4 k-steps), 128 fp32 accumulators a thread.
-//  * Row sums stay per warpgroup until the epilogue; O is normalized, staged through the Q region and
-//    written with 16-byte stores.
+//  * Math, schedule 1 (MJ_MQA90_SCHED, the default for the bf16 cache): warpgroup 0 computes S for the
+//    whole tile (m64n64k16, 36 k-steps: Q and K each read once from shared memory per tile), the online
+//    softmax, and O[:, 0..255] += P V with P kept in its registers (m64n256k16, A from registers);
+//    it stores P (bf16) into the tile's rope block, which S no longer needs, and the rescale factors of O,
+//    and warpgroup 1 rescales its O and adds O[:, 256..511] += P V from shared memory. P V of tile t and S
+//    of tile t + 1 are issued back to back. Measured (H200, 8k, h = 128): 9.78 ms against 10.64 for schedule
+//    0, and the math alone (no gather) 8.16 against 9.63 ms (docs/perf_mqa_notes.md, "Hopper tier v3").
+//  * Math, schedule 0 (what the FP8 kernel keeps: schedule 1 spills at its 176 registers): warpgroup g
+//    computes S for keys 32g..32g+31 (m64n32k16: both read all of Q), the two exchange row maxima, each
+//    writes half of P, and each adds its 256 output columns from P in shared memory.
+//  * Row sums: warpgroup 0's (schedule 1) or both warpgroups' (schedule 0); O is normalized, staged
+//    through the Q region and written with 16-byte stores.
+//  * MJ_MQA90_PAIR = 1 (development switch, not launched by the runtime): the two 64-head blocks of a
+//    token form a 2-CTA cluster; each gathers half of every tile's rows (and the whole rope block) and
+//    copies its half into the peer's ring with bulk shared::cluster copies, halving the L2 -> SM traffic
+//    at h = 128. Correct but slower as built (13.4 against 9.7 ms at h = 128, 8k): each half is forwarded
+//    only after all of it landed, a full latency added to every tile (docs/perf_mqa_notes.md).
 //  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring and math; the producer loads each row's 512
 //    e4m3 codes into registers and writes the dequantized bf16 into the slot itself (no shared memory is
-//    left for a raw ring). Measured on the H200 (8k, paged): 1.5x the bf16 time at 32-128 heads: the
-//    producer's dequantization, not the bytes, bounds it (docs/perf_mqa_notes.md).
+//    left for a raw ring). Measured on the H200 (8k, paged): 1.5x the bf16 time at 32-128 heads; with the
+//    conversion left out (math kept) still 1.38x at 128 heads: the register-staged producer itself, then
+//    the dequantization, bound it (docs/perf_mqa_notes.md).
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
@@ -99,6 +111,40 @@ MJ_DEVICE float ld_global_nc_f32(const void* g) {
     asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(g));
     return v;
 }
+// Extra (not in the shared vocabulary), for the 2-CTA pair (MJ_MQA90_PAIR): cluster rank, the address of the
+// same shared-memory location in CTA `rank` of the cluster, arrivals on a peer's mbarrier, a wait that
+// acquires at cluster scope, bulk copies into a peer's shared memory, the cluster barrier.
+MJ_DEVICE unsigned cluster_ctarank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+MJ_DEVICE unsigned mapa_shared(unsigned addr, unsigned rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+MJ_DEVICE void mbar_arrive_cluster(unsigned cluster_addr) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
+}
+MJ_DEVICE void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+MJ_DEVICE void mbar_wait_cluster(unsigned long long* bar, unsigned phase) {
+    asm volatile(
+        "{\n .reg .pred p;\n MJ90_WAITC:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n @!p bra MJ90_WAITC;\n}" ::"r"(
+            smem_u32(bar)),
+        "r"(phase)
+        : "memory");
+}
+MJ_DEVICE void bulk_copy_to_peer(unsigned dst_cluster, unsigned src_cta, unsigned bytes, unsigned bar_cluster) {
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst_cluster),
+                 "r"(src_cta), "r"(bytes), "r"(bar_cluster)
+                 : "memory");
+}
+MJ_DEVICE void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
 // Extra (not in the shared vocabulary): the completion of this thread's earlier cp.async arrives on `bar`
 // (noinc: the barrier's expected count includes these arrivals).
 MJ_DEVICE void cp_async_mbar_arrive_noinc(unsigned long long* bar) {
@@ -130,14 +176,58 @@ MJ_DEVICE void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a, u
 }
 
 
+// D[64 x 64] (fp32, 32 registers a thread) += A[64 x 16] . B[16 x 64], both from shared memory, B K-major.
+MJ_DEVICE void wgmma_m64n64k16_ss(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+// D[64 x 256] (fp32, 128 registers a thread) += A[64 x 16] . B[16 x 256], A from registers (four bf16x2 a
+// thread, the m16n8k16 A-fragment layout per warp: the layout of a bf16-packed m64nN accumulator), B from
+// shared memory; trans_b = 1 reads B as MN-major.
+template <int TRANS_B>
+MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %134, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, %133;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(1));
+}
+
 }  // namespace mj90
 // ================= end of the Hopper PTX wrappers =================
 
 #ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
 #define MJ_MQA90_OVERLAP 1
 #endif
+#ifndef MJ_MQA90_SCHED  // 0: each math warpgroup computes S for half the keys of a tile (m64n32), maxima
+                        // exchanged; 1: warpgroup 0 computes all of S (m64n64) and the softmax (below)
+#define MJ_MQA90_SCHED 1
+#endif
+#ifndef MJ_MQA90_PSYNC  // schedule 1's P hand-over: 1 = bar.sync by both warpgroups, 0 = bar.arrive by warpgroup 0.
+                        // Measured the same (9.79 / 9.83 ms, h = 128, 8k); compute-sanitizer racecheck reports
+                        // hazards for 0 (between the epilogue's O staging stores and loads, across a bar.sync that
+                        // is in the SASS) and none for 1, so 1 it is.
+#define MJ_MQA90_PSYNC 1
+#endif
+#ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
+                       // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
+                       // grid.y even). Development switch: the runtime does not launch it yet.
+#define MJ_MQA90_PAIR 0
+#endif
+#if MJ_MQA90_PAIR
+#define MJ_MQA90_CLUSTER __cluster_dims__(1, 2, 1)
+#else
+#define MJ_MQA90_CLUSTER
+#endif
 #ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong);
-                          // 2 (FP8 only): codes stored unconverted (timing of the dequantization's share)
+                          // 2 (FP8 only): codes stored unconverted (timing of the dequantization's share);
+                          // 3 (bf16 only): no gather, the math runs on whatever the ring holds (timing of the math)
 #define MJ_MQA90_DEV_SKIP 0
 #endif
 
@@ -164,7 +254,8 @@ constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
 static_assert(kSmem == mj_mqa90_smem_bytes(), "sparse MQA sm90: layout and mj_mqa90_smem_bytes disagree");
 static_assert(kSmem <= 232448, "sparse MQA sm90: over the per-block shared memory of sm_90");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
-constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads
+constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads (schedule 0)
+constexpr int kBarP0 = 1;                           // schedule 1: kBarP0, kBarP0 + 1 hand tiles over; kBarEnd
 constexpr bool kFp8 = MJ_KV_FP8 != 0;
 // Registers after setmaxnreg. bf16: a lean cp.async producer. FP8: the producer holds a tile's 16 rows a warp
 // in registers (64 a thread) between their loads and their dequantization, and the next tile's loads are
@@ -175,13 +266,20 @@ constexpr int kProducerRegs = kFp8 ? 144 : 40;
 constexpr int kMathRegs = kFp8 ? 176 : 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
 static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the producer must release what the math warps take");
+// Math schedule (MJ_MQA90_SCHED above). The FP8 kernel keeps schedule 0: schedule 1 spills at its 176 registers.
+constexpr bool kSched1 = MJ_MQA90_SCHED == 1 && !kFp8;
+constexpr bool kPair = MJ_MQA90_PAIR != 0;
+static_assert(!kPair || kSched1, "the CTA pair needs schedule 1 (bf16)");
+constexpr int kPairHalf = 8 * 32 * 128;  // bytes a CTA receives per tile: 32 rows x 128 B of the 8 latent column blocks
+// Pair mode: own[s], the completion of this CTA's half of slot s, lives beside schedule 1's scratch in the P region.
+constexpr int kOffOwn = kOffP + 1024;
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
 MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
 
 }  // namespace mj_mqa90
 
-extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_sparse_mqa_fwd_sm90(const SparseMqaFwdParams p) {
+extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLUSTER mlajit_sparse_mqa_fwd_sm90(const SparseMqaFwdParams p) {
     using namespace mj_mqa90;
     extern __shared__ __align__(1024) unsigned char smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -207,12 +305,21 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
         }
         mj90::cp_async_commit();
     }
+    unsigned long long* own = (unsigned long long*)(smem + kOffOwn);
+    const unsigned crank = kPair ? mj90::cluster_ctarank() : 0u;
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            // One cp.async-completion arrive per producer thread (FP8: and one after its dequantized stores).
-            mj90::mbar_init(&full[s], kFp8 ? 256 : 128);
-            mj90::mbar_init(&empty[s], kConsumers);  // every math thread after its P V
+            if constexpr (kPair) {
+                mj90::mbar_init(&own[s], 128);   // this CTA's cp.async half
+                mj90::mbar_init(&full[s], 1);    // one arrive.expect_tx for the peer's half, after our own half
+                mj90::mbar_init(&empty[s], kConsumers + 8);  // every local math thread, one per peer math warp
+            } else {
+                // One cp.async-completion arrive per producer thread (FP8: and one after its dequantized stores).
+                mj90::mbar_init(&full[s], kFp8 ? 256 : 128);
+                mj90::mbar_init(&empty[s], kConsumers);  // every math thread after its P V
+            }
         }
+        if constexpr (kPair) mj90::fence_barrier_init();
     }
     const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
     const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
@@ -221,6 +328,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     const int nvalid = *s_nvalid;
     const int nwords = (width + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;
+    // Pair: the peer's barriers are initialized and its ring is no longer the index set's scratch before this
+    // CTA's copies and arrivals reach them.
+    if constexpr (kPair) mj90::cluster_sync();
 
     if (kFp8 && warp >= 8) {
         // ---- FP8 producer: warp pw owns rows 16 pw .. 16 pw + 15 of every tile. A row's 512 codes are one
@@ -306,34 +416,74 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
         // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
         // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
         // 512 contiguous bytes of one latent row, and its shared-memory writes fill every bank 4 times.
+        // Pair mode: columns 0..511 of rows 32 crank + 8 pw .. + 7 (this CTA's half), and the rope block (column
+        // block 8) of rows 16 pw .. 16 pw + 15 (every row: the block also holds P later, and the bulk copies
+        // reading this CTA's half may still run when S is done); warp 3's lane 0 then waits for its CTA's copies
+        // to land and copies the half into the peer's slot (8 bulk copies of 32 rows x 128 B, one per column
+        // block), completing on the peer's "full" barrier, and announces the peer's half on its own.
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
+        constexpr int kRows = kPair ? 8 : 16;  // rows a warp copies per tile
+        const int rbase = (kPair ? 32 * (int)crank : 0) + pw * kRows;
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
-            const int c = t * kN + pw * 16 + (lane & 15);  // lanes 16..31 repeat lanes 0..15's rows
+            const int c = t * kN + rbase + (lane % kRows);  // the other lanes repeat lanes 0..kRows-1's rows
             const unsigned char* mine =
                 c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
-            if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+            const unsigned char* mine_rope = nullptr;  // pair mode: row 16 pw + lane % 16
+            if constexpr (kPair) {
+                const int cr = t * kN + pw * 16 + (lane & 15);
+                mine_rope = cr < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, cr)]) : nullptr;
+            }
+            if (t >= kS) {
+                if constexpr (kPair) mj90::mbar_wait_cluster(&empty[slot], (unsigned)((t / kS - 1) & 1));
+                else mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+            }
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
 #pragma unroll 4
-            for (int i = 0; i < 16; ++i) {
+            for (int i = 0; i < kRows; ++i) {
                 const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-                const int r = pw * 16 + i;
+                const int r = rbase + i;
                 const bool ok = rowp != nullptr;
                 const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+                if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
                 mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
                 mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
-                if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
+                if (!kPair && lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
             }
-            mj90::cp_async_mbar_arrive_noinc(&full[slot]);
+            if constexpr (kPair) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {  // rope block: 4 rows an instruction (8 lanes a row)
+                    const int rr = 4 * i + (lane >> 3);
+                    const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine_rope, rr);
+                    const bool ok = rowp != nullptr;
+                    if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
+                    mj90::cp_async_16(tile + tile_off(pw * 16 + rr, 64 + (lane & 7)), (ok ? rowp : (const unsigned char*)p.kv) + (64 + (lane & 7)) * 16, ok);
+                }
+                mj90::cp_async_mbar_arrive_noinc(&own[slot]);
+                if (pw == 3 && lane == 0) {
+                    mj90::mbar_wait(&own[slot], (unsigned)((t / kS) & 1));
+                    mj90::fence_proxy_async();  // the half (cp.async writes) is read by the bulk copies (async proxy)
+                    const unsigned peer = crank ^ 1u;
+                    const unsigned src = mj90::smem_u32(tile) + 32u * crank * 128u;
+                    const unsigned dst = mj90::mapa_shared(src, peer), bar = mj90::mapa_shared(mj90::smem_u32(&full[slot]), peer);
+#pragma unroll
+                    for (int b = 0; b < 8; ++b) mj90::bulk_copy_to_peer(dst + b * kBlk, src + b * kBlk, 32 * 128, bar);
+                    mj90::mbar_arrive_expect_tx(&full[slot], kPairHalf);  // ours is in place; the peer's is coming
+                }
+                __syncwarp();
+            } else {
+                mj90::cp_async_mbar_arrive_noinc(&full[slot]);
+            }
         }
         mj90::cp_async_wait<0>();
+        if constexpr (kPair) mj90::cluster_sync();  // nothing of the peer's may reach this CTA after it exits
         return;
     }
 
     // ---- math warpgroups ----
-    mj90::setmaxnreg_inc<kMathRegs>();
     const int wg = warp >> 2;                    // 0 or 1
+    mj90::setmaxnreg_inc<kMathRegs>();
     const int wt = tid & 127;                    // thread within the warpgroup
     const int row0 = (wt >> 5) * 16 + (lane >> 2);  // accumulator rows row0, row0 + 8
     const int q4 = lane & 3;
@@ -351,142 +501,303 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     float m0 = MJ_NEG_INF, m1 = MJ_NEG_INF, l0 = 0.f, l1 = 0.f;
 
-    // S[64 heads x this warpgroup's 32 keys] of the tile in `tile` = Q K^T over 36 k-steps of 16 (issued,
-    // committed as one group; the caller waits).
-    float s[16];
-    auto issue_s = [&](unsigned tile) {
+    float L0, L1;  // total row sums
+    if constexpr (kSched1) {
+        // Warpgroup 0 computes S of the whole tile and its softmax; P stays in its registers (bf16 A fragments)
+        // for O[:, 0..255] += P V (wgmma RS) and is stored into the tile's rope block (dead once S is done) for
+        // warpgroup 1, which adds O[:, 256..511] += P V (wgmma SS) after rescaling its O by the factors warpgroup
+        // 0 leaves in s_alpha. Named barrier kBarP0 + (t & 1) hands tile t over (two, alternating, so that the
+        // bar.arrive form, MJ_MQA90_PSYNC = 0, may run one tile ahead).
+        float* s_alpha = (float*)(smem + kOffP);  // [2][64]: O rescale factors of tile t at (t & 1)
+        float* s_lsum = s_alpha + 128;            // [64]: the final row sums
+        // Slot release after this thread's last read of it (its warpgroup's wgmma completed); pair mode also tells
+        // the peer, whose producer copies into this CTA's slot (one arrival per warp).
+        auto release = [&](int slot) {
+            mj90::mbar_arrive(&empty[slot]);
+            if constexpr (kPair) {
+                __syncwarp();
+                if (lane == 0) mj90::mbar_arrive_cluster(mj90::mapa_shared(mj90::smem_u32(&empty[slot]), crank ^ 1u));
+            }
+        };
+        if (wg == 0) {
+            float s[32];
+            mj_u32 pa[16];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
+            auto issue_s = [&](unsigned tile) {
 #pragma unroll
-        for (int i = 0; i < 16; ++i) s[i] = 0.f;
-        mj90::wgmma_fence();
-        if constexpr (MJ_MQA90_DEV_SKIP == 0) {
+                for (int i = 0; i < 32; ++i) s[i] = 0.f;
+                mj90::wgmma_fence();
+                if constexpr (MJ_MQA90_DEV_SKIP != 1) {
 #pragma unroll
-            for (int kk = 0; kk < 36; ++kk) {
-                const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
-                mj90::wgmma_m64n32k16_ss<0>(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16),
-                                            mj90::smem_desc_addr(tile + koff + wg * 32 * 128, 128, 1024, 16));
+                    for (int kk = 0; kk < 36; ++kk) {
+                        const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
+                        mj90::wgmma_m64n64k16_ss(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16), mj90::smem_desc_addr(tile + koff, 128, 1024, 16));
+                    }
+                }
+                mj90::wgmma_commit();
+            };
+            auto issue_pv = [&](unsigned tile) {
+                mj90::wgmma_fence();
+                if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const mj_u32 a4[4] = {pa[4 * j], pa[4 * j + 1], pa[4 * j + 2], pa[4 * j + 3]};
+                        mj90::wgmma_m64n256k16_rs<1>(o, a4, mj90::smem_desc_addr(tile + j * 2048, 128, 1024, kBlk));
+                    }
+                }
+                mj90::wgmma_commit();
+            };
+            auto softmax = [&](int t, unsigned char* tile_g) {
+                const int lim = nvalid - t * kN - 2 * q4;  // column c of this thread is valid iff c - 2 q4 < lim
+                float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        if (i * 8 + j >= lim) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
+                        mx0 = fmaxf(mx0, s[4 * i + j]);
+                        mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
+                    }
+                mx0 = mj_warp_max4(mx0);
+                mx1 = mj_warp_max4(mx1);
+                const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+                // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
+                const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
+                const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
+                const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
+                m0 = mn0;
+                m1 = mn1;
+                float rs0 = 0.f, rs1 = 0.f;
+                unsigned char* prow0 = tile_g + 8 * kBlk + row0 * 128;
+                unsigned char* prow1 = prow0 + 8 * 128;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
+                    const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
+                    rs0 += p00 + p01;
+                    rs1 += p10 + p11;
+                    pa[2 * i] = mj_pack_bf16x2(p00, p01);
+                    pa[2 * i + 1] = mj_pack_bf16x2(p10, p11);
+                    *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = pa[2 * i];
+                    *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = pa[2 * i + 1];
+                }
+                l0 = l0 * al0 + rs0;
+                l1 = l1 * al1 + rs1;
+                if (q4 == 0) {
+                    s_alpha[(t & 1) * 64 + row0] = al0;
+                    s_alpha[(t & 1) * 64 + row0 + 8] = al1;
+                }
+                if (al0 != 1.f || al1 != 1.f) {
+#pragma unroll
+                    for (int i = 0; i < 32; ++i) {
+                        o[4 * i] *= al0;
+                        o[4 * i + 1] *= al0;
+                        o[4 * i + 2] *= al1;
+                        o[4 * i + 3] *= al1;
+                    }
+                }
+                mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
+                if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);
+                else mj90::named_bar_arrive(kBarP0 + (t & 1), kConsumers);
+            };
+            if (ntiles > 0) {
+                mj90::mbar_wait(&full[0], 0u);
+                mj90::fence_proxy_async();
+                issue_s(sk);
+                mj90::wgmma_wait<0>();
+            }
+            for (int t = 0; t < ntiles; ++t) {
+                const int slot = t % kS;
+                softmax(t, smem + kOffK + slot * kTileBytes);  // S of t done, and P V of t - 1: P and O are free
+                issue_pv(sk + slot * kTileBytes);
+                if (t + 1 < ntiles) {
+                    const int ns = (t + 1) % kS;
+                    mj90::mbar_wait(&full[ns], (unsigned)(((t + 1) / kS) & 1));
+                    mj90::fence_proxy_async();
+                    issue_s(sk + ns * kTileBytes);
+                    mj90::wgmma_wait<1>();  // P V of t done (groups complete in order)
+                    release(slot);
+                    mj90::wgmma_wait<0>();
+                } else {
+                    mj90::wgmma_wait<0>();
+                    release(slot);
+                }
+            }
+            l0 = mj_warp_sum4(l0);
+            l1 = mj_warp_sum4(l1);
+            if (q4 == 0) {
+                s_lsum[row0] = l0;
+                s_lsum[row0 + 8] = l1;
+            }
+        } else {
+            for (int t = 0; t < ntiles; ++t) {
+                const int slot = t % kS;
+                const unsigned tile = sk + slot * kTileBytes;
+                mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);  // P of t and its rescale factors are in place
+                const float al0 = s_alpha[(t & 1) * 64 + row0], al1 = s_alpha[(t & 1) * 64 + row0 + 8];
+                if (al0 != 1.f || al1 != 1.f) {
+#pragma unroll
+                    for (int i = 0; i < 32; ++i) {
+                        o[4 * i] *= al0;
+                        o[4 * i + 1] *= al0;
+                        o[4 * i + 2] *= al1;
+                        o[4 * i + 3] *= al1;
+                    }
+                }
+                mj90::wgmma_fence();
+                if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(tile + 8 * kBlk + j * 32, 128, 1024, 16),
+                                                     mj90::smem_desc_addr(tile + 4 * kBlk + j * 2048, 128, 1024, kBlk));
+                }
+                mj90::wgmma_commit();
+                mj90::wgmma_wait<0>();
+                release(slot);
             }
         }
-        mj90::wgmma_commit();
-    };
-    // O[:, 256 wg ..] += P V: V = the first 8 column blocks of the tile, read MN-major.
-    auto issue_pv = [&](unsigned tile) {
-        mj90::wgmma_fence();
-        if constexpr (MJ_MQA90_DEV_SKIP == 0) {
+        // ---- epilogue: lse / max_logits (warpgroup 0 holds the maxima), O normalized and stored ----
+        mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q and the tiles is done; the row sums are in place
+        L0 = s_lsum[row0];
+        L1 = s_lsum[row0 + 8];
+    } else {
+        // S[64 heads x this warpgroup's 32 keys] of the tile in `tile` = Q K^T over 36 k-steps of 16 (issued,
+        // committed as one group; the caller waits).
+        float s[16];
+        auto issue_s = [&](unsigned tile) {
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(sp + j * 32, 128, 1024, 16),
-                                             mj90::smem_desc_addr(tile + wg * 4 * kBlk + j * 2048, 128, 1024, kBlk));
-        }
-        mj90::wgmma_commit();
-    };
-    // Online softmax of tile t (S in s): row maxima exchanged between the warpgroups, O rescaled, this
-    // warpgroup's half of P written; ends when both halves of P are in shared memory.
-    auto softmax = [&](int t) {
-        const int cbase = t * kN + wg * 32 + 2 * q4;
-        float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
+            for (int i = 0; i < 16; ++i) s[i] = 0.f;
+            mj90::wgmma_fence();
+            if constexpr (MJ_MQA90_DEV_SKIP != 1) {  // 2 and 3 time the math too
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                if (cbase + i * 8 + j >= nvalid) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
-                mx0 = fmaxf(mx0, s[4 * i + j]);
-                mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
+                for (int kk = 0; kk < 36; ++kk) {
+                    const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
+                    mj90::wgmma_m64n32k16_ss<0>(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16),
+                                                mj90::smem_desc_addr(tile + koff + wg * 32 * 128, 128, 1024, 16));
+                }
             }
-        mx0 = mj_warp_max4(mx0);
-        mx1 = mj_warp_max4(mx1);
-        if (q4 == 0) {
-            s_max[wg * 64 + row0] = mx0;
-            s_max[wg * 64 + row0 + 8] = mx1;
-        }
-        mj90::named_bar_sync(kBarMax, kConsumers);
-        mx0 = fmaxf(mx0, s_max[(1 - wg) * 64 + row0]);
-        mx1 = fmaxf(mx1, s_max[(1 - wg) * 64 + row0 + 8]);
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
-        const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
-        const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
-        const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
-        m0 = mn0;
-        m1 = mn1;
-        float rs0 = 0.f, rs1 = 0.f;
-        unsigned char* prow0 = smem + kOffP + row0 * 128;
-        unsigned char* prow1 = prow0 + 8 * 128;
+            mj90::wgmma_commit();
+        };
+        // O[:, 256 wg ..] += P V: V = the first 8 column blocks of the tile, read MN-major.
+        auto issue_pv = [&](unsigned tile) {
+            mj90::wgmma_fence();
+            if constexpr (MJ_MQA90_DEV_SKIP != 1) {  // 2 and 3 time the math too
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
-            const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
-            rs0 += p00 + p01;
-            rs1 += p10 + p11;
-            const int ch = wg * 4 + i;  // 16-byte chunk of keys 8ch..8ch+7
-            *(mj_u32*)(prow0 + ((ch ^ (row0 & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p00, p01);
-            *(mj_u32*)(prow1 + ((ch ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p10, p11);
-        }
-        l0 = l0 * al0 + rs0;
-        l1 = l1 * al1 + rs1;
-        if (al0 != 1.f || al1 != 1.f) {
-#pragma unroll
-            for (int i = 0; i < 32; ++i) {
-                o[4 * i] *= al0;
-                o[4 * i + 1] *= al0;
-                o[4 * i + 2] *= al1;
-                o[4 * i + 3] *= al1;
+                for (int j = 0; j < 4; ++j)
+                    mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(sp + j * 32, 128, 1024, 16),
+                                                 mj90::smem_desc_addr(tile + wg * 4 * kBlk + j * 2048, 128, 1024, kBlk));
             }
-        }
-        mj90::fence_proxy_async();  // P (ordinary stores) is read by wgmma
-        mj90::named_bar_sync(kBarP, kConsumers);
-    };
+            mj90::wgmma_commit();
+        };
+        // Online softmax of tile t (S in s): row maxima exchanged between the warpgroups, O rescaled, this
+        // warpgroup's half of P written; ends when both halves of P are in shared memory.
+        auto softmax = [&](int t) {
+            const int cbase = t * kN + wg * 32 + 2 * q4;
+            float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    if (cbase + i * 8 + j >= nvalid) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
+                    mx0 = fmaxf(mx0, s[4 * i + j]);
+                    mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
+                }
+            mx0 = mj_warp_max4(mx0);
+            mx1 = mj_warp_max4(mx1);
+            if (q4 == 0) {
+                s_max[wg * 64 + row0] = mx0;
+                s_max[wg * 64 + row0 + 8] = mx1;
+            }
+            mj90::named_bar_sync(kBarMax, kConsumers);
+            mx0 = fmaxf(mx0, s_max[(1 - wg) * 64 + row0]);
+            mx1 = fmaxf(mx1, s_max[(1 - wg) * 64 + row0 + 8]);
+            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
+            const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
+            const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
+            const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
+            m0 = mn0;
+            m1 = mn1;
+            float rs0 = 0.f, rs1 = 0.f;
+            unsigned char* prow0 = smem + kOffP + row0 * 128;
+            unsigned char* prow1 = prow0 + 8 * 128;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
+                const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
+                rs0 += p00 + p01;
+                rs1 += p10 + p11;
+                const int ch = wg * 4 + i;  // 16-byte chunk of keys 8ch..8ch+7
+                *(mj_u32*)(prow0 + ((ch ^ (row0 & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p00, p01);
+                *(mj_u32*)(prow1 + ((ch ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = mj_pack_bf16x2(p10, p11);
+            }
+            l0 = l0 * al0 + rs0;
+            l1 = l1 * al1 + rs1;
+            if (al0 != 1.f || al1 != 1.f) {
+#pragma unroll
+                for (int i = 0; i < 32; ++i) {
+                    o[4 * i] *= al0;
+                    o[4 * i + 1] *= al0;
+                    o[4 * i + 2] *= al1;
+                    o[4 * i + 3] *= al1;
+                }
+            }
+            mj90::fence_proxy_async();  // P (ordinary stores) is read by wgmma
+            mj90::named_bar_sync(kBarP, kConsumers);
+        };
 
 #if MJ_MQA90_OVERLAP
-    // Overlapped: the tensor pipe runs P V of tile t and S of tile t + 1 back to back; the softmax of t + 1
-    // follows. A slot is released when its P V completes.
-    if (ntiles > 0) {
-        mj90::mbar_wait(&full[0], 0u);
-        mj90::fence_proxy_async();
-        issue_s(sk);
-        mj90::wgmma_wait<0>();
-    }
-    for (int t = 0; t < ntiles; ++t) {
-        const int slot = t % kS;
-        softmax(t);  // P V of t - 1 completed at the end of the previous iteration: P and O are free
-        issue_pv(sk + slot * kTileBytes);
-        if (t + 1 < ntiles) {
-            const int ns = (t + 1) % kS;
-            mj90::mbar_wait(&full[ns], (unsigned)(((t + 1) / kS) & 1));
+        // Overlapped: the tensor pipe runs P V of tile t and S of tile t + 1 back to back; the softmax of t + 1
+        // follows. A slot is released when its P V completes.
+        if (ntiles > 0) {
+            mj90::mbar_wait(&full[0], 0u);
             mj90::fence_proxy_async();
-            issue_s(sk + ns * kTileBytes);
-            mj90::wgmma_wait<1>();  // P V of t done (groups complete in order)
-            mj90::mbar_arrive(&empty[slot]);
+            issue_s(sk);
             mj90::wgmma_wait<0>();
-        } else {
+        }
+        for (int t = 0; t < ntiles; ++t) {
+            const int slot = t % kS;
+            softmax(t);  // P V of t - 1 completed at the end of the previous iteration: P and O are free
+            issue_pv(sk + slot * kTileBytes);
+            if (t + 1 < ntiles) {
+                const int ns = (t + 1) % kS;
+                mj90::mbar_wait(&full[ns], (unsigned)(((t + 1) / kS) & 1));
+                mj90::fence_proxy_async();
+                issue_s(sk + ns * kTileBytes);
+                mj90::wgmma_wait<1>();  // P V of t done (groups complete in order)
+                mj90::mbar_arrive(&empty[slot]);
+                mj90::wgmma_wait<0>();
+            } else {
+                mj90::wgmma_wait<0>();
+                mj90::mbar_arrive(&empty[slot]);
+            }
+        }
+#else
+        for (int t = 0; t < ntiles; ++t) {
+            const int slot = t % kS;
+            mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
+            mj90::fence_proxy_async();
+            const unsigned tile = sk + slot * kTileBytes;
+            issue_s(tile);
+            mj90::wgmma_wait<0>();
+            softmax(t);
+            issue_pv(tile);
             mj90::wgmma_wait<0>();
             mj90::mbar_arrive(&empty[slot]);
         }
-    }
-#else
-    for (int t = 0; t < ntiles; ++t) {
-        const int slot = t % kS;
-        mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
-        mj90::fence_proxy_async();
-        const unsigned tile = sk + slot * kTileBytes;
-        issue_s(tile);
-        mj90::wgmma_wait<0>();
-        softmax(t);
-        issue_pv(tile);
-        mj90::wgmma_wait<0>();
-        mj90::mbar_arrive(&empty[slot]);
-    }
 #endif
 
-    // ---- epilogue: total row sums across the two warpgroups, lse / max_logits, O normalized and stored ----
-    l0 = mj_warp_sum4(l0);
-    l1 = mj_warp_sum4(l1);
-    mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q, P and the maxima scratch is done
-    if (q4 == 0) {
-        s_max[wg * 64 + row0] = l0;
-        s_max[wg * 64 + row0 + 8] = l1;
+        // ---- epilogue (schedule 0): total row sums across the two warpgroups, lse / max_logits, O normalized and stored ----
+        l0 = mj_warp_sum4(l0);
+        l1 = mj_warp_sum4(l1);
+        mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q, P and the maxima scratch is done
+        if (q4 == 0) {
+            s_max[wg * 64 + row0] = l0;
+            s_max[wg * 64 + row0 + 8] = l1;
+        }
+        mj90::named_bar_sync(kBarEnd, kConsumers);
+        L0 = l0 + s_max[(1 - wg) * 64 + row0];
+        L1 = l1 + s_max[(1 - wg) * 64 + row0 + 8];
     }
-    mj90::named_bar_sync(kBarEnd, kConsumers);
-    const float L0 = l0 + s_max[(1 - wg) * 64 + row0], L1 = l1 + s_max[(1 - wg) * 64 + row0 + 8];
     if (wg == 0 && q4 == 0) {
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
@@ -518,4 +829,5 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) mlajit_spars
             mj_st_global_v4(otok + ((mj_i64)(head0 + r) * p.o_stride_head + c * 8) * 2, v);
         }
     }
+    if constexpr (kPair) mj90::cluster_sync();  // see the producer's exit
 }

@@ -3,7 +3,8 @@
 // PINGPONG -1 = the kernel's default (what the runtime gets). DEV_SKIP != 0 builds a timing-only variant
 // without the P V (1) or S (2) mma: the harness times it and does not check it.
 // Tags containing "sm90" build kernel_cfg90.cu (the Hopper tier, 64 x 64 x 2 only) instead; there PINGPONG
-// is MJ_MQA90_OVERLAP and DEV_SKIP 1 drops every wgmma. KV_FP8 1 reads the FP8 latent cache (paged cases only).
+// is MJ_MQA90_OVERLAP (read by schedule 0 only: "sm90o" tags build it, build.sh; the default schedule 1
+// ignores it), DEV_SKIP 1 drops every wgmma, 3 the gather. KV_FP8 1 reads the FP8 latent cache (paged cases only).
 #define MQA_CONFIGS(X)                              \
     X(h64sm90, 64, 64, 2, -1, -1, -1, 0, 0)            \
     X(h64sm90ls, 64, 64, 2, -1, -1, 0, 0, 0)           \

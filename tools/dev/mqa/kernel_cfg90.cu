@@ -26,6 +26,9 @@ extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p
         raised = true;
     }
     dim3 grid(p->s_q, (p->num_heads + 63) / 64);
+#if MJ_MQA90_PAIR
+    grid.y = (grid.y + 1) & ~1u;  // clusters of two head blocks (a lone block gets an idle partner)
+#endif
     MQA_CAT(mqa_kernel_, CFG_TAG)<<<grid, mj_mqa90_threads(), smem, stream>>>(*p);
     return cudaGetLastError();
 }
