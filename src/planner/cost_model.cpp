@@ -74,13 +74,18 @@ double causal_pairs(long s_q, long s_k) {
 // 5.507 ms, h 16 S 8k 0.701 ms, h 16 S 16k 2.441 ms (top-2048 masks, no tile skippable: the work is the
 // dense causal work) -> 539.5 TFLOP/s + 56.4 us, worst cell 6.7 %. Dense on the same tier fits 752.5
 // TFLOP/s + 57.5 us (the planner's MHA path is the masked one whenever s_k > topk, so only masked is used).
-// Then the masked kernel with the mask stage (kernels_src/mha/sm90_masked.cuh, harness h90t4, second call
-// of 2026-12-03) replaced v3's masked path: h 128 S 8k 4.550 ms, h 16 S 16k 2.268 ms; with the overhead
-// kept from the fit above (two large cells cannot pin it), 616.6 TFLOP/s, both cells within 0.8 %.
+// Then the masked kernel with a mask stage (t4, 616.6 TFLOP/s), and v5 (2026-12-03: dense and masked one
+// kernel, kernels_src/mha/sm90.cuh, the mask words copied by cp.async; docs/calibration/
+// mha_sm90_v5_rates_2026-12-03.md): masked h 128 S 8k 4.345 ms, h 16 S 8k 0.596, h 16 S 16k 2.059; with the
+// overhead kept from the fit above (three large cells cannot pin it), 656.1 TFLOP/s, cells within 4.5 %.
+// Not refitted yet: sparse attention at head tile 64 on the Hopper tier's schedule 1 (sparse_mqa/sm90.cuh,
+// harness 2026-12-03: h 128 s_q = s_kv = 8k 9.70 ms, ~422 TFLOP/s over the valid indices, 1.44x the 293.5
+// above) — its whole-path calibration has not run, and the test below checks these rates against the
+// 12-02 whole-path run, so until `mlajit-warmup calibrate` runs on the Hopper tier routing leans to MHA.
 KernelRates h200_mlajit_rates() {
     KernelRates r = h200_anchor_rates();
     r.upproj = {505.8, 0.0};
-    r.mha_attn = {616.6, 0.0564};
+    r.mha_attn = {656.1, 0.0564};
     r.mqa_tiles = {{16, 16, {125.9, 0.0012}}, {32, 32, {169.2, 0.0584}}, {128, 64, {293.5, 0.0699}}};
     r.mqa_attn = r.mqa_tiles.back().rate;
     r.mqa_head_tile = 64;
