@@ -8,13 +8,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spawn.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "cuda/dynlib.h"
+#include "jit/kernel_store.h"
 #include "jit/nvrtc_api.h"
 #include "jit/nvrtc_version_memo.h"
+#include "ops/kernel_configs.h"
 #include "support/temp_dir.h"
+
+extern char** environ;
 
 using namespace mlajit;
 using mlajit::test::TempDir;
@@ -101,4 +108,69 @@ TEST_CASE("nvrtc memo: the record round-trips, keeps other builds, and survives 
     size_t leftovers = 0;
     for (auto& e : fs::directory_iterator(dir.path)) leftovers += e.path().filename().string() != "nvrtc-versions.json";
     CHECK(leftovers == 0);  // no temporary files left behind
+}
+
+namespace {
+// Runs this test binary again, on one test case, with extra environment: a fresh process, NVRTC unloaded.
+int rerun_self(const std::string& test_case, const std::vector<std::string>& extra_env) {
+    const std::string exe = fs::read_symlink("/proc/self/exe").string();
+    std::vector<std::string> args{exe, "--test-case=" + test_case, "--no-version"}, envs;
+    for (char** e = environ; *e; ++e) envs.emplace_back(*e);
+    envs.insert(envs.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) return -1;
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+}  // namespace
+
+// The child half of the next test: only does something when the parent set MLAJIT_MEMO_TEST_ROOT.
+TEST_CASE("nvrtc memo (child): a cubin from the warm cache, NVRTC loaded or not as the parent expects") {
+    const char* root = std::getenv("MLAJIT_MEMO_TEST_ROOT");
+    if (!root) return;
+    const bool expect_load = std::getenv("MLAJIT_MEMO_TEST_EXPECT_LOAD") != nullptr;
+    REQUIRE_FALSE(nvrtc_loaded());
+    KernelStore::Options o;
+    o.cache_root = root;
+    KernelStore st(o);
+    auto c = st.cubin(topk_mask_spec(Arch::parse("sm_90a")));
+    CHECK(c->origin == Cubin::Origin::disk);
+    CHECK(st.stats().compiled == 0);
+    CHECK(nvrtc_loaded() == expect_load);
+}
+
+TEST_CASE("nvrtc memo: a warm cache is served without loading NVRTC; a wrong record only costs the load") {
+    if (std::getenv("MLAJIT_MEMO_TEST_ROOT")) return;  // in the child
+    REQUIRE(nvrtc_available());
+    TempDir dir;
+    {
+        KernelStore::Options o;
+        o.cache_root = dir.path;
+        KernelStore st(o);
+        REQUIRE(st.cubin(topk_mask_spec(Arch::parse("sm_90a"))));  // compiles (or loads): NVRTC is loaded, recorded
+    }
+    const NvrtcApi& nv = nvrtc();
+    REQUIRE_FALSE(nv.build_id.empty());
+    CHECK(nvrtc_memo_lookup(dir.path, nv.build_id) == std::optional<NvrtcVersion>(NvrtcVersion{nv.major, nv.minor}));
+    const std::string root = "MLAJIT_MEMO_TEST_ROOT=" + dir.path.string();
+    const bool predictable = predict_dlopen_file(nvrtc_candidates()).has_value() || nvrtc_loaded();
+    if (!predictable) MESSAGE("the loader's choice is not predictable here (RUNPATH/hwcaps): only the fallback is tested");
+    const char* child = "nvrtc memo (child)*";
+    // The record is right: the child finds the entry without NVRTC (where the prediction works).
+    if (predictable) CHECK(rerun_self(child, {root}) == 0);
+    // The record says another version: the key misses, the child loads NVRTC and finds the entry anyway.
+    REQUIRE(nvrtc_memo_record(dir.path, nv.build_id, {nv.major + 7, 0}));
+    CHECK(rerun_self(child, {root, "MLAJIT_MEMO_TEST_EXPECT_LOAD=1"}) == 0);
+    // ... and put the right version back (a load records what it found only when the build id is absent
+    // or differs: here it differed).
+    CHECK(nvrtc_memo_lookup(dir.path, nv.build_id) == std::optional<NvrtcVersion>(NvrtcVersion{nv.major, nv.minor}));
+    // No record at all: the same fallback.
+    fs::remove(dir.path / "nvrtc-versions.json");
+    CHECK(rerun_self(child, {root, "MLAJIT_MEMO_TEST_EXPECT_LOAD=1"}) == 0);
 }
