@@ -34,10 +34,11 @@ using GemmAlgoKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t,
                                int, size_t>;
 GemmAlgoKey gemm_algo_key(const GemmDesc& g, size_t workspace_bytes);
 
-// How many heuristic results a GemmRunner keeps. An engine sends a new token count nearly every call, so
-// the cache is bounded (least recently used out); 64 shapes cover a serving mix's recurring chunk sizes,
-// and a miss costs one heuristic query (tens of microseconds), not a wrong algorithm.
-inline constexpr size_t kGemmAlgoCacheCapacity = 64;
+// How many heuristic results a GemmRunner keeps. An engine sends a new token count nearly every call and
+// each count is a new shape for up to 3 GEMMs of a call, so the cache is bounded (least recently used out):
+// 4096 shapes (~1 MB) hold the recurring lengths of a serving mix and a benchmark's sweep of 512 lengths on
+// any path; a miss costs one heuristic query (tens of microseconds), never a wrong algorithm.
+inline constexpr size_t kGemmAlgoCacheCapacity = 4096;
 
 // One cuBLASLt handle per mlajit Handle, with the heuristic's algorithm cached per shape (bounded).
 class GemmRunner {

@@ -48,7 +48,7 @@ TEST_CASE("gemm algo cache: one entry per exact shape, never more than the capac
     CHECK(cache.size() == kGemmAlgoCacheCapacity);
     CHECK(cache.evictions() == size_t(misses) - kGemmAlgoCacheCapacity);
     // The recurring sizes stay resident: between two uses of one come 8 fresh counts and 7 other recurring
-    // sizes, fewer than the capacity, so only older fresh counts are evicted.
+    // sizes, far fewer than the capacity, so only older fresh counts are evicted.
     for (int r = 1; r <= 8; ++r) CHECK(cache.find(gemm_algo_key(up_projection(1024 * r), size_t(32) << 20)).has_value());
     MESSAGE("gemm algo cache: " << calls << " calls, " << misses << " heuristic queries, " << cache.size()
                                 << " entries held (capacity " << kGemmAlgoCacheCapacity << ")");

@@ -23,7 +23,6 @@
 
 namespace mlajit::fuzz {
 
-
 template <typename T>
 inline T new_args() {
     T a = MLAJIT_ARGS_INIT(T);
@@ -43,17 +42,18 @@ struct PaddedArgs {
 // the library's reads (it trusts the tensor's length for the host copy, as documented) stay in bounds
 // whatever the mutation. Sizes in [kHostSlots, 2^31) are never generated; above 2^31 they are refused
 // before any read.
-constexpr int64_t kHostSlots = 70'001;
+inline constexpr int64_t kHostSlots = 70'001;
 
 // Every decision draws from u64(): a seeded generator (the doctest property test), or the bytes libFuzzer
 // mutates (tests/fuzz: 8 bytes a draw, zeros once they run out), so coverage guidance steers the choices.
 class Gen {
 public:
     explicit Gen(uint64_t seed) : rng_(seed), host_q_(kHostSlots), host_k_(kHostSlots) {}
-    Gen(const uint8_t* bytes, size_t n) : bytes_(bytes), n_bytes_(n), host_q_(kHostSlots), host_k_(kHostSlots) {}
+    Gen(const uint8_t* bytes, size_t n)
+        : from_bytes_(true), bytes_(bytes), n_bytes_(n), host_q_(kHostSlots), host_k_(kHostSlots) {}
 
     uint64_t u64() {
-        if (!bytes_) return rng_();
+        if (!from_bytes_) return rng_();
         uint64_t v = 0;
         const size_t k = std::min<size_t>(8, n_bytes_ - pos_);
         if (k) std::memcpy(&v, bytes_ + pos_, k);
@@ -157,6 +157,7 @@ public:
 
 private:
     std::mt19937_64 rng_;
+    bool from_bytes_ = false;
     const uint8_t* bytes_ = nullptr;
     size_t n_bytes_ = 0, pos_ = 0;
     std::vector<int32_t> host_q_, host_k_;
