@@ -153,7 +153,7 @@ TEST_CASE("nvrtc memo: a warm cache is served without loading NVRTC; a wrong rec
         KernelStore::Options o;
         o.cache_root = dir.path;
         KernelStore st(o);
-        REQUIRE(st.cubin(topk_mask_spec(Arch::parse("sm_90a"))));  // compiles (or loads): NVRTC is loaded, recorded
+        REQUIRE(st.cubin(topk_mask_spec(Arch::parse("sm_90a"))) != nullptr);  // compiles (or loads): NVRTC is loaded, recorded
     }
     const NvrtcApi& nv = nvrtc();
     REQUIRE_FALSE(nv.build_id.empty());
