@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "config/env.h"
 #include "cuda/dynlib.h"
+#include "runtime/startup_times.h"
 
 namespace mlajit {
 
@@ -63,7 +64,10 @@ DriverState load_driver() {
 }
 
 DriverState& state() {
-    static DriverState s = load_driver();
+    static DriverState s = [] {
+        StartupTimer t(StartupStep::driver_load);
+        return load_driver();
+    }();
     return s;
 }
 

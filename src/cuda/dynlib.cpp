@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
 #include <stdlib.h>
 
 #include <cstdlib>
@@ -27,6 +28,13 @@ DynLib::DynLib(const std::vector<std::string>& candidates) {
 }
 
 void* DynLib::symbol(const char* name) const { return handle_ ? dlsym(handle_, name) : nullptr; }
+
+std::string DynLib::loaded_file() const {
+    link_map* lm = nullptr;
+    if (!handle_ || dlinfo(handle_, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name) return "";
+    char resolved[PATH_MAX];
+    return realpath(lm->l_name, resolved) ? std::string(resolved) : std::string(lm->l_name);
+}
 
 namespace {
 

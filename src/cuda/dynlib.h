@@ -18,6 +18,8 @@ public:
     const std::string& path() const { return path_; }
     const std::string& error() const { return error_; }
     void* symbol(const char* name) const;  // nullptr if absent
+    // The file the loader mapped (path() may be a bare name it searched for); "" if not loaded.
+    std::string loaded_file() const;
 
 private:
     void* handle_ = nullptr;

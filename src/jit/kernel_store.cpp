@@ -5,6 +5,7 @@
 #include "config/env.h"
 #include "cuda/driver_api.h"
 #include "jit/nvrtc_api.h"
+#include "runtime/startup_times.h"
 
 namespace mlajit {
 
@@ -65,11 +66,28 @@ std::optional<std::vector<char>> KernelStore::find_without_nvrtc(const PreparedK
 }
 
 std::shared_ptr<const Cubin> KernelStore::produce(const KernelSpec& spec) {
+    // A warm disk cache needs NVRTC's version (part of the key), not NVRTC itself: when the version is known
+    // without loading the library (nvrtc_version_without_loading), a hit costs no dlopen of a 110 MB
+    // compiler. A miss falls through to the path below, which loads NVRTC and checks again.
+    if (!nvrtc_loaded() && !disk_.root().empty())
+        if (auto v = nvrtc_version_without_loading(disk_.root())) {
+            PreparedKernel k = prepare_kernel(spec, kernel_files(), opt_.nvrtc_flags, v->major, v->minor);
+            if (auto bytes = disk_.load(spec.arch.name(), family_info(spec.family).name, k.key)) {
+                auto cub = std::make_shared<Cubin>();
+                cub->spec = spec;
+                cub->key = k.key;
+                cub->bytes = std::move(*bytes);
+                cub->origin = Cubin::Origin::disk;
+                ++stats_.disk_hits;
+                return cub;
+            }
+        }
     const bool have_nvrtc = nvrtc_available();
     int major = -1, minor = -1;
     if (have_nvrtc) {
         major = nvrtc().major;
         minor = nvrtc().minor;
+        if (disk_.writable()) remember_nvrtc_version(disk_.root());  // lets later processes skip loading it
     }
     PreparedKernel k = prepare_kernel(spec, kernel_files(), opt_.nvrtc_flags, major, minor);
     const std::string arch = spec.arch.name();
@@ -139,6 +157,7 @@ LoadedKernel KernelStore::function(const KernelSpec& spec, CUcontext ctx, int dy
         auto it = functions_.find(key);
         if (it != functions_.end() && it->second.max_dynamic_smem >= dyn_smem) return it->second;
     }
+    StartupTimer timer(StartupStep::kernel_load);  // a first use in this context: not the hot path
     auto cub = cubin(spec);
     const DriverApi& d = driver();
     std::unique_lock<std::shared_mutex> g(fn_m_);

@@ -41,6 +41,14 @@ void make_layout(Layout& l, int64_t rows, int64_t cols, int64_t ld, int batch, i
 
 }  // namespace
 
+GemmAlgoKey gemm_algo_key(const GemmDesc& g, size_t workspace_bytes) {
+    return std::make_tuple(g.m, g.n, g.k, g.batch, g.a.ld, g.a.batch_stride, g.b.ld, g.b.batch_stride, g.ldc,
+                           g.c_batch_stride, int(g.a.transposed) * 2 + int(g.b.transposed),
+                           int((reinterpret_cast<uintptr_t>(g.a.data) | reinterpret_cast<uintptr_t>(g.b.data) |
+                                reinterpret_cast<uintptr_t>(g.c)) % 16 == 0),
+                           workspace_bytes);
+}
+
 GemmRunner::GemmRunner() {
     cublasLtHandle_t h = nullptr;
     MLAJIT_LT(cublasLtCreate(&h), "creating the cuBLASLt handle");
@@ -49,6 +57,16 @@ GemmRunner::GemmRunner() {
 
 GemmRunner::~GemmRunner() {
     if (lt_) cublaslt().cublasLtDestroy(static_cast<cublasLtHandle_t>(lt_));
+}
+
+size_t GemmRunner::cached_algos() {
+    std::lock_guard lock(mu_);
+    return algos_.size();
+}
+
+size_t GemmRunner::evicted_algos() {
+    std::lock_guard lock(mu_);
+    return algos_.evictions();
 }
 
 void GemmRunner::run(const GemmDesc& g, void* workspace, size_t workspace_bytes, CUstream stream, const char* what) {
@@ -70,16 +88,12 @@ void GemmRunner::run(const GemmDesc& g, void* workspace, size_t workspace_bytes,
     else make_layout(lb, g.k, g.m, g.a.ld, g.batch, g.a.batch_stride, what);
     make_layout(lc, g.n, g.m, g.ldc, g.batch, g.c_batch_stride, what);
 
-    auto key = std::make_tuple(g.m, g.n, g.k, g.batch, g.a.ld, g.a.batch_stride, g.b.ld, g.b.batch_stride, g.ldc,
-                               g.c_batch_stride, int(g.a.transposed) * 2 + int(g.b.transposed),
-                               int((reinterpret_cast<uintptr_t>(g.a.data) | reinterpret_cast<uintptr_t>(g.b.data) |
-                                    reinterpret_cast<uintptr_t>(g.c)) % 16 == 0),
-                               workspace_bytes);
+    // Keyed on the exact shape: a heuristic result for another M may not be valid (or good) for this one.
+    const GemmAlgoKey key = gemm_algo_key(g, workspace_bytes);
     std::shared_ptr<Algo> algo;
     {
         std::lock_guard lock(mu_);
-        auto it = algos_.find(key);
-        if (it != algos_.end()) algo = it->second;
+        if (auto hit = algos_.find(key)) algo = std::move(*hit);
     }
     auto* lt = static_cast<cublasLtHandle_t>(lt_);
     if (!algo) {
@@ -96,7 +110,7 @@ void GemmRunner::run(const GemmDesc& g, void* workspace, size_t workspace_bytes,
                  what, g.m, g.n, g.k, g.batch);
         algo = std::make_shared<Algo>(Algo{result.algo});
         std::lock_guard lock(mu_);
-        algos_.emplace(key, algo);
+        algos_.put(key, algo);
     }
     const float alpha = 1.f, beta = 0.f;
     MLAJIT_LT(cublasLtMatmul(lt, desc.h, &alpha, g.b.data, la.h, g.a.data, lb.h, &beta, g.c, lc.h, g.c, lc.h, &algo->algo,

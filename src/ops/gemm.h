@@ -5,10 +5,11 @@
 #include <cuda.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+
+#include "ops/lru_map.h"
 
 namespace mlajit {
 
@@ -27,7 +28,19 @@ struct GemmDesc {
     int64_t ldc = 0, c_batch_stride = 0;
 };
 
-// One cuBLASLt handle per mlajit Handle, with the heuristic's algorithm cached per shape.
+// What the heuristic's choice depends on: the shape (M is the token count for the projections), the leading
+// dimensions and batch strides, the transposes, whether every pointer is 16-byte aligned, the workspace.
+using GemmAlgoKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
+                               int, size_t>;
+GemmAlgoKey gemm_algo_key(const GemmDesc& g, size_t workspace_bytes);
+
+// How many heuristic results a GemmRunner keeps. An engine sends a new token count nearly every call and
+// each count is a new shape for up to 3 GEMMs of a call, so the cache is bounded (least recently used out):
+// 4096 shapes (~1 MB) hold the recurring lengths of a serving mix and a benchmark's sweep of 512 lengths on
+// any path; a miss costs one heuristic query (tens of microseconds), never a wrong algorithm.
+inline constexpr size_t kGemmAlgoCacheCapacity = 4096;
+
+// One cuBLASLt handle per mlajit Handle, with the heuristic's algorithm cached per shape (bounded).
 class GemmRunner {
 public:
     GemmRunner();
@@ -38,14 +51,15 @@ public:
     // `what` names the product in errors ("the K/V up-projection"). The caller has made the context current.
     void run(const GemmDesc& g, void* workspace, size_t workspace_bytes, CUstream stream, const char* what);
 
+    // Heuristic results held now (at most kGemmAlgoCacheCapacity) and how many were dropped so far.
+    size_t cached_algos();
+    size_t evicted_algos();
+
 private:
     void* lt_ = nullptr;  // cublasLtHandle_t
     std::mutex mu_;
     struct Algo;
-    std::map<std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
-                        size_t>,
-             std::shared_ptr<Algo>>
-        algos_;
+    LruMap<GemmAlgoKey, std::shared_ptr<Algo>> algos_{kGemmAlgoCacheCapacity};
 };
 
 // cuBLASLt's scratch inside the one-call workspace.

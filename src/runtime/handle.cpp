@@ -4,7 +4,9 @@
 #include "common/log.h"
 #include "config/env.h"
 #include "cuda/driver_api.h"
+#include "cuda/cublaslt_api.h"
 #include "ops/gemm.h"
+#include "runtime/startup_times.h"
 
 namespace mlajit {
 
@@ -39,9 +41,21 @@ Handle::Handle(int device) {
         fail(MLAJIT_ERROR_UNSUPPORTED, "this GPU has compute capability {}.{}: mlajit needs 8.0 or newer (bf16 tensor cores)", major, minor);
     arch_name_ = arch_.name();
     log().debug("handle on device {} (cc {}.{}, {} SMs), kernels for {}", (int)dev_, major, minor, sm_count_, arch_name_);
+    // Last, so that nothing above can throw with the thread running (the destructor would not run to join it).
+    gemm_ready_ = std::async(std::launch::async, [this] {
+                      {
+                          StartupTimer t(StartupStep::cublaslt_load);
+                          (void)cublaslt_available();
+                      }
+                      if (!cublaslt_available()) (void)cublaslt();  // throws the missing-library error
+                      StartupTimer t(StartupStep::cublaslt_create);
+                      ScopedContext scope(ctx_);
+                      gemm_ = std::make_unique<GemmRunner>();
+                  }).share();
 }
 
 Handle::~Handle() {
+    if (gemm_ready_.valid()) gemm_ready_.wait();  // the background set-up uses this handle's context
     if (gemm_) {
         try {
             ScopedContext scope(ctx_);
@@ -53,10 +67,11 @@ Handle::~Handle() {
 }
 
 GemmRunner& Handle::gemm() {
-    std::call_once(gemm_once_, [&] {
-        ScopedContext scope(ctx_);
-        gemm_ = std::make_unique<GemmRunner>();
-    });
+    if (gemm_ready_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        StartupTimer t(StartupStep::cublaslt_wait);
+        gemm_ready_.wait();
+    }
+    gemm_ready_.get();  // rethrows the set-up's error (e.g. cuBLASLt missing) at every use
     return *gemm_;
 }
 

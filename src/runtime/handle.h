@@ -3,8 +3,8 @@
 #pragma once
 #include <cuda.h>
 
+#include <future>
 #include <memory>
-#include <mutex>
 
 #include "jit/kernel_spec.h"
 #include "jit/kernel_store.h"
@@ -32,8 +32,10 @@ public:
     CUcontext context() const { return ctx_; }
     const std::string& gpu_name() const { return gpu_name_; }  // as the driver reports it: "NVIDIA H200"
 
-    // cuBLASLt for the one-call prefill's projections, created on first use (so the attention ops never
-    // need cuBLASLt). Throws Error(UNSUPPORTED) when cuBLASLt cannot be loaded.
+    // cuBLASLt for the one-call prefill's projections. Loading it (a 540 MB library) and cublasLtCreate
+    // take tens of milliseconds, so the constructor starts them on a background thread and the first use
+    // joins it: a first call overlaps them with its own work. A machine without cuBLASLt still runs the
+    // attention ops; the projections' first use throws Error(UNSUPPORTED), the same message every time.
     GemmRunner& gemm();
 
     // Launches spec's kernel with one by-value parameter struct. Makes the handle's context current for
@@ -50,8 +52,8 @@ private:
     int sm_count_ = 0;
     int max_smem_optin_ = 0;
     std::string gpu_name_;
-    std::once_flag gemm_once_;
-    std::unique_ptr<GemmRunner> gemm_;
+    std::unique_ptr<GemmRunner> gemm_;    // written by the background thread, read after gemm_ready_
+    std::shared_future<void> gemm_ready_;  // that thread's end; holds its exception if it failed
 };
 
 // Pushes ctx for a scope if it is not the current one.

@@ -39,4 +39,52 @@ mlajit_tensor tensor(void* data, mlajit_dtype dt, std::initializer_list<int64_t>
     return contiguous_tensor(data, dt, shape);
 }
 
+mlajit_mla_prefill_args mla_call_args(const MlaCallBuffers& b) {
+    REQUIRE((b.w_kv_b && b.indices && b.cu_q && b.cu_k && b.cu_q_host && b.cu_k_host && b.out));
+    const int64_t T = b.cu_q_host->back(), B = int64_t(b.cu_q_host->size()) - 1, h = b.heads;
+    mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
+    a.w_kv_b = tensor(b.w_kv_b->get(), MLAJIT_BF16, {h * 256, 512});
+    a.indices = tensor(b.indices->get(), MLAJIT_INT32, {T, b.width});
+    a.topk = int32_t(b.topk);
+    a.cu_seqlens_q = tensor(b.cu_q->get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_k = tensor(b.cu_k->get(), MLAJIT_INT32, {B + 1});
+    a.cu_seqlens_q_host = b.cu_q_host->data();
+    a.cu_seqlens_k_host = b.cu_k_host->data();
+    a.out = tensor(b.out->get(), MLAJIT_BF16, {T, h, 128});
+    if (b.lse) a.lse = tensor(b.lse->get(), MLAJIT_FP32, {T, h});
+    a.sm_scale = float(b.sm_scale);
+    a.force_path = -1;
+    return a;
+}
+
+DeviceBuffer<uint8_t> attach_mla_workspace(Gpu* G, mlajit_mla_prefill_args& a) {
+    size_t bytes = 0;
+    MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
+    CHECK(bytes > 0);
+    DeviceBuffer<uint8_t> ws(bytes);
+    a.workspace = ws.get();
+    a.workspace_bytes = bytes;
+    return ws;
+}
+
+ref::AttnResult mla_reference(ref::View q_nope, ref::View q_pe, ref::View kv_c, ref::View k_pe,
+                              const std::vector<uint16_t>& w_kv_b, const std::vector<int32_t>& idx, int64_t width,
+                              int64_t heads, const std::vector<int32_t>& cu_q, const std::vector<int32_t>& cu_k,
+                              double sm_scale, const std::vector<int64_t>& rows) {
+    ref::DsaArgs da;
+    da.q_nope = q_nope;
+    da.q_pe = q_pe;
+    da.kv_c = kv_c;
+    da.k_pe = k_pe;
+    da.w_kv_b = ref::View(w_kv_b.data(), 512, 0);
+    da.indices = idx.data();
+    da.topk = width;
+    da.heads = heads;
+    da.cu_seqlens_q = cu_q;
+    da.cu_seqlens_k = cu_k;
+    da.sm_scale = sm_scale;
+    da.rows = rows;
+    return ref::dsa_prefill_reference(da);
+}
+
 }  // namespace mlajit::test

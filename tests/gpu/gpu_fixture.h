@@ -9,6 +9,7 @@
 
 #include "cuda/driver_api.h"
 #include "mlajit/mlajit.h"
+#include "reference/reference.h"
 
 namespace mlajit::test {
 
@@ -83,5 +84,46 @@ mlajit_tensor tensor(void* data, mlajit_dtype dt, std::initializer_list<int64_t>
         mlajit_status _s = (call);                                                 \
         REQUIRE_MESSAGE(_s == MLAJIT_OK, mlajit_status_name(_s) << ": " << mlajit_last_error()); \
     } while (0)
+
+// ---- the one-call prefill (mlajit_mla_prefill), shared by test_mla_prefill_gpu and test_fp8_cache_gpu -----
+
+// lse of the one-call prefill: unlike the attention ops, whose inputs are given in bf16, each path rounds
+// an intermediate to bf16 (MHA: the up-projected k_nope; MQA: the absorbed queries), so every logit moves
+// by up to sm_scale * 2^-9 * sum_i |q_i k_i| over the 128 nope dims: ~0.011 for these unit-variance
+// inputs (1/sqrt(192) * 2^-9 * 128 * E|q||k| = 0.072 * 0.00195 * 81). lse moves by at most the largest
+// logit error; measured on the H200: 0.0041 at most. A wrong scale, a missed request or a row shifted by
+// a token moves lse by O(1).
+constexpr double kOneCallLseAtol = 1.5e-2;
+// out of the one call: the same extra rounding (K/V or the absorbed q and the latent, to bf16) comes on top
+// of the kernel's own, so elements near zero (cancellation, bounded by the rms floor) get twice the floor,
+// as two roundings' errors add. Seen on the H200: 1 element of 108,544 at 1.17x the single floor (masked
+// path, 16 heads, topk 256), rel L2 2.4e-3 (the aggregate bound 1e-2 stays).
+constexpr double kOneCallOutAtolScale = 2.0;
+
+// What every one-call test passes the same way. The q and latent descriptors (q_nope, q_pe and kv_c,
+// k_pe or kv_cache, block_table) are what the tests vary: the caller sets those on the result.
+struct MlaCallBuffers {
+    int64_t heads = 0;
+    const DeviceBuffer<uint16_t>* w_kv_b = nullptr;  // [heads * 256, 512]
+    const DeviceBuffer<int32_t>* indices = nullptr;  // [T, width]
+    int64_t width = 0, topk = 0;                     // index row width; the model's top-k
+    const DeviceBuffer<int32_t>*cu_q = nullptr, *cu_k = nullptr;  // device cu_seqlens [B + 1]
+    const std::vector<int32_t>*cu_q_host = nullptr, *cu_k_host = nullptr;
+    const DeviceBuffer<uint16_t>* out = nullptr;  // [T, heads, 128]
+    const DeviceBuffer<float>* lse = nullptr;     // [T, heads], or null (lse is optional)
+    double sm_scale = 0;
+};
+mlajit_mla_prefill_args mla_call_args(const MlaCallBuffers& b);
+
+// Sizes the workspace for a's arguments as they are now (force_path included), allocates it and
+// attaches it to a. Keep the buffer alive for the call.
+DeviceBuffer<uint8_t> attach_mla_workspace(Gpu* G, mlajit_mla_prefill_args& a);
+
+// The float64 DSA reference on the sampled rows, over views of the host inputs (w_kv_b [h * 256, 512],
+// idx [T, width] request-local).
+ref::AttnResult mla_reference(ref::View q_nope, ref::View q_pe, ref::View kv_c, ref::View k_pe,
+                              const std::vector<uint16_t>& w_kv_b, const std::vector<int32_t>& idx, int64_t width,
+                              int64_t heads, const std::vector<int32_t>& cu_q, const std::vector<int32_t>& cu_k,
+                              double sm_scale, const std::vector<int64_t>& rows);
 
 }  // namespace mlajit::test

@@ -165,25 +165,12 @@ R::AttnResult dsa_reference(const std::vector<uint16_t>& q_nope, const std::vect
                             const std::vector<uint16_t>& rows576, const std::vector<uint16_t>& w, const std::vector<int32_t>& idx,
                             int64_t width, int64_t h, const std::vector<int32_t>& cu_q, const std::vector<int32_t>& cu_k,
                             double scale, const std::vector<int64_t>& rows) {
-    R::DsaArgs da;
-    da.q_nope = R::View(q_nope.data(), h * 128, 128);
-    da.q_pe = R::View(q_pe.data(), h * 64, 64);
-    da.kv_c = R::View(rows576.data(), 576, 0);
-    da.k_pe = da.kv_c.shifted(512);
-    da.w_kv_b = R::View(w.data(), 512, 0);
-    da.indices = idx.data();
-    da.topk = width;
-    da.heads = h;
-    da.cu_seqlens_q = cu_q;
-    da.cu_seqlens_k = cu_k;
-    da.sm_scale = scale;
-    da.rows = rows;
-    return R::dsa_prefill_reference(da);
+    const R::View kv(rows576.data(), 576, 0);
+    return mla_reference(R::View(q_nope.data(), h * 128, 128), R::View(q_pe.data(), h * 64, 64), kv, kv.shifted(512), w, idx,
+                         width, h, cu_q, cu_k, scale, rows);
 }
 
-// The one-call lse/out tolerances of test_mla_prefill_gpu.cpp (the same as on the bf16 cache).
-constexpr double kOneCallLseAtol = 1.5e-2;
-constexpr double kOneCallOutAtolScale = 2.0;
+// Tolerances: kOneCallLseAtol and kOneCallOutAtolScale, the one call's on the bf16 cache (gpu/gpu_fixture.h).
 
 void run_fp8_case(Gpu* G, const Fp8Case& c) {
     R::Rng rng;
@@ -239,30 +226,18 @@ void run_fp8_case(Gpu* G, const Fp8Case& c) {
     const auto want = dsa_reference(q_nope, q_pe, deq, w, idx, c.width, h, cu_q, cu_k, scale, rows);
     const auto want_bf16 = dsa_reference(q_nope, q_pe, orig, w, idx, c.width, h, cu_q, cu_k, scale, rows);
 
-    mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
+    mlajit_mla_prefill_args a = mla_call_args({.heads = h, .w_kv_b = &dw, .indices = &didx, .width = c.width,
+                                               .topk = c.topk, .cu_q = &dcq, .cu_k = &dck, .cu_q_host = &cu_q,
+                                               .cu_k_host = &cu_k, .out = &dout, .lse = &dlse, .sm_scale = scale});
     a.q_nope = tensor(dqn.get(), MLAJIT_BF16, {T, h, 128});
     a.q_pe = tensor(dqp.get(), MLAJIT_BF16, {T, h, 64});
     a.kv_cache = qa.kv_cache;
     a.block_table = tensor(dtable.get(), MLAJIT_INT32, {B, pg.max_blocks});
-    a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {h * 256, 512});
-    a.indices = tensor(didx.get(), MLAJIT_INT32, {T, c.width});
-    a.topk = int32_t(c.topk);
-    a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
-    a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
-    a.cu_seqlens_q_host = cu_q.data();
-    a.cu_seqlens_k_host = cu_k.data();
-    a.out = tensor(dout.get(), MLAJIT_BF16, {T, h, 128});
-    a.lse = tensor(dlse.get(), MLAJIT_FP32, {T, h});
-    a.sm_scale = float(scale);
     for (int force : c.forces) {
         INFO("heads " << h << " batch " << B << " topk " << c.topk << " width " << c.width << " block_size "
                       << c.block_size << (shared ? " shared page" : "") << " force_path " << force);
         a.force_path = force;
-        size_t ws_bytes = 0;
-        MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &ws_bytes));
-        DeviceBuffer<uint8_t> ws(ws_bytes);
-        a.workspace = ws.get();
-        a.workspace_bytes = ws_bytes;
+        auto ws = attach_mla_workspace(G, a);
         dout.poison();
         dlse.poison();
         MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
@@ -294,11 +269,7 @@ void run_fp8_case(Gpu* G, const Fp8Case& c) {
     table[size_t(last * pg.max_blocks + 1)] = int32_t(pg.num_blocks + 5);
     dtable.upload(table);
     a.force_path = MLAJIT_PATH_MASKED_MHA;
-    size_t ws_bytes = 0;
-    MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &ws_bytes));
-    DeviceBuffer<uint8_t> ws(ws_bytes);
-    a.workspace = ws.get();
-    a.workspace_bytes = ws_bytes;
+    auto ws = attach_mla_workspace(G, a);
     dout.poison();
     MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
     const auto bad = dout.download();

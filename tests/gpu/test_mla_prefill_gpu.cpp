@@ -80,18 +80,7 @@ std::vector<uint16_t> page_latents(R::Rng& rng, const std::vector<uint16_t>& row
 
 void expect_ok(const R::CheckReport& r) { CHECK_MESSAGE(r.ok(), r.summary()); }
 
-// lse of the one-call prefill: unlike the attention ops, whose inputs are given in bf16, each path rounds
-// an intermediate to bf16 (MHA: the up-projected k_nope; MQA: the absorbed queries), so every logit moves
-// by up to sm_scale * 2^-9 * sum_i |q_i k_i| over the 128 nope dims: ~0.011 for these unit-variance
-// inputs (1/sqrt(192) * 2^-9 * 128 * E|q||k| = 0.072 * 0.00195 * 81). lse moves by at most the largest
-// logit error; measured on the H200: 0.0041 at most. A wrong scale, a missed request or a row shifted by
-// a token moves lse by O(1).
-constexpr double kOneCallLseAtol = 1.5e-2;
-// out of the one call: the same extra rounding (K/V or the absorbed q and the latent, to bf16) comes on top
-// of the kernel's own, so elements near zero (cancellation, bounded by the rms floor) get twice the floor,
-// as two roundings' errors add. Seen on the H200: 1 element of 108,544 at 1.17x the single floor (masked
-// path, 16 heads, topk 256), rel L2 2.4e-3 (the aggregate bound 1e-2 stays).
-constexpr double kOneCallOutAtolScale = 2.0;
+// Tolerances: kOneCallLseAtol and kOneCallOutAtolScale (gpu/gpu_fixture.h says why).
 
 void run_mla_case(Gpu* G, const MlaCase& c) {
     R::Rng rng;
@@ -122,20 +111,7 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     R::View vkv_c(kv_main.data(), kv_row, 0);
     R::View vk_pe = c.packed ? vkv_c.shifted(512) : R::View(k_pe_sep.data(), 64, 0);
     auto rows = R::sample_rows(rng, cu_q, 16);
-    R::DsaArgs da;
-    da.q_nope = vq_nope;
-    da.q_pe = vq_pe;
-    da.kv_c = vkv_c;
-    da.k_pe = vk_pe;
-    da.w_kv_b = R::View(w.data(), 512, 0);
-    da.indices = idx.data();
-    da.topk = width;
-    da.heads = h;
-    da.cu_seqlens_q = cu_q;
-    da.cu_seqlens_k = cu_k;
-    da.sm_scale = scale;
-    da.rows = rows;
-    const R::AttnResult want = R::dsa_prefill_reference(da);
+    const R::AttnResult want = mla_reference(vq_nope, vq_pe, vkv_c, vk_pe, w, idx, width, h, cu_q, cu_k, scale, rows);
 
     DeviceBuffer<uint16_t> dq(q_main), dqpe(q_pe_sep), dkv(kv_main), dkpe(k_pe_sep), dw(w), dout(T * h * 128);
     DeviceBuffer<int32_t> didx(idx), dcq(cu_q), dck(cu_k);
@@ -154,7 +130,9 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     }
     DeviceBuffer<uint16_t> dpool(pool);
     DeviceBuffer<int32_t> dtable(table);
-    mlajit_mla_prefill_args a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
+    mlajit_mla_prefill_args a = mla_call_args({.heads = h, .w_kv_b = &dw, .indices = &didx, .width = width, .topk = topk,
+                                               .cu_q = &dcq, .cu_k = &dck, .cu_q_host = &cu_q, .cu_k_host = &cu_k,
+                                               .out = &dout, .lse = &dlse, .sm_scale = scale});
     if (c.packed) {
         a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
         a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
@@ -171,16 +149,6 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
         a.kv_cache = tensor(dpool.get(), MLAJIT_BF16, {num_blocks, c.block_size, 576});
         a.block_table = tensor(dtable.get(), MLAJIT_INT32, {B, max_blocks});
     }
-    a.w_kv_b = tensor(dw.get(), MLAJIT_BF16, {h * 256, 512});
-    a.indices = tensor(didx.get(), MLAJIT_INT32, {T, width});
-    a.topk = int32_t(topk);
-    a.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
-    a.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
-    a.cu_seqlens_q_host = cu_q.data();
-    a.cu_seqlens_k_host = cu_k.data();
-    a.out = tensor(dout.get(), MLAJIT_BF16, {T, h, 128});
-    a.lse = tensor(dlse.get(), MLAJIT_FP32, {T, h});
-    a.sm_scale = (float)scale;
 
     std::vector<int> forces = {-1, MLAJIT_PATH_MASKED_MHA, MLAJIT_PATH_SPARSE_MQA};
     if (all_short) forces.push_back(MLAJIT_PATH_DENSE_MHA);
@@ -223,11 +191,7 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     // lse is optional.
     a.lse = mlajit_tensor{};
     a.force_path = -1;
-    size_t bytes = 0;
-    MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
-    DeviceBuffer<uint8_t> ws(bytes);
-    a.workspace = ws.get();
-    a.workspace_bytes = bytes;
+    auto ws = attach_mla_workspace(G, a);
     a.paths_out = nullptr;
     dout.poison();
     MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));

@@ -49,9 +49,7 @@ T new_args() {
     return a;
 }
 
-// The one call's tolerances (tests/gpu/test_mla_prefill_gpu.cpp explains them: one extra bf16 rounding).
-constexpr double kOneCallLseAtol = 1.5e-2;
-constexpr double kOneCallOutAtolScale = 2.0;
+// The one call's tolerances: kOneCallLseAtol, kOneCallOutAtolScale (gpu/gpu_fixture.h explains them).
 
 struct Counts {
     int64_t calls = 0, checked_rows = 0, failed_checks = 0;

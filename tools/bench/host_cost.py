@@ -5,8 +5,11 @@ DeepSeek-V3.2), and of the first call in a fresh process from a warm disk cache.
 Prints (median per call, each call timed alone; launches queued, a synchronization every 64 calls outside
 the timed calls):
   C API (mlajit-host-cost, C++): the checks, planning, schedule and workspace query apart (CPU only), the
-      workspace query and a whole mlajit_mla_prefill through the C API, and the first call of a fresh
-      process (mlajit_create + first mlajit_mla_prefill, CUDA context already current);
+      workspace query and a whole mlajit_mla_prefill through the C API (a fixed length, then a new length
+      every call), and the first call of a fresh process (mlajit_create + first mlajit_mla_prefill, CUDA
+      context already current), also split into its parts: driver, context, mlajit_create, workspace
+      query, the wait for cuBLASLt's background set-up, NVRTC's load (0 on a warm cache), kernel loads,
+      launches and the rest;
   Python: torch.ops.mlajit.mla_prefill (the custom op), mlajit.mla_prefill (the ctypes function), an empty
       torch custom op for the dispatcher's own share, and the first call of a fresh Python process (torch
       imported and CUDA initialized before the clock starts: an engine has both).

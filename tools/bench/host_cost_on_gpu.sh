@@ -2,7 +2,8 @@
 # One call on the GPU machine for the ecosystem pieces (issue 15): builds Release (library, warmup CLI,
 # host-cost tool), runs the custom ops' tests (compiled = eager, CUDA graph replay = eager, op = float64
 # reference), the host-cost benchmark, and the installed examples (install into a fresh prefix, build with
-# find_package, run: the checked prefill on this GPU). Outputs in $OUT (or /tmp/mlajit-host-cost); a
+# find_package, run: the checked prefill on this GPU), and the engine-style Python example (bf16 and FP8 paged
+# cache, checked against float64). Outputs in $OUT (or /tmp/mlajit-host-cost); a
 # summary line last. Headers the machine lacks travel in .devdeps (tools/device/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,4 +49,12 @@ if [ $ex_rc = 0 ]; then
 else
   tail -20 "$out/install.log"
 fi
-echo "SUMMARY: torch ops tests rc=$ops_rc, host cost rc=$cost_rc, installed examples rc=$ex_rc ($(( $(date +%s) - t0 )) s)"
+# The engine-style worked example (examples/python): a mixed prefill batch on the paged cache, bf16 and
+# fp8_ds_mla, each checked against float64 (it prints PASS/FAIL and exits 1 on a mismatch).
+py_rc=0
+for kvd in auto fp8_ds_mla; do
+  PYTHONPATH="$PWD/tools/python" python3 examples/python/sparse_mla_prefill_vllm.py --kv-cache-dtype "$kvd" \
+    >"$out/example_vllm_$kvd.log" 2>&1 || py_rc=1
+  tail -3 "$out/example_vllm_$kvd.log"
+done
+echo "SUMMARY: torch ops tests rc=$ops_rc, host cost rc=$cost_rc, installed examples rc=$ex_rc, vllm-style example rc=$py_rc ($(( $(date +%s) - t0 )) s)"

@@ -57,5 +57,5 @@ wait $soak_pid
 soak_rc=$?
 echo "soak: rc=$soak_rc $(since)"
 echo "=== soak"; grep -E "FIGURE|ERROR|FAILED|test cases" "$logs/soak.log" | head -20
-echo "=== ecosystem"; cat "$logs/eco.log" | tail -60
+echo "=== ecosystem"; cat "$logs/eco.log" | tail -100
 echo "SUMMARY: soak rc=$soak_rc, ecosystem rc=$eco_rc, total $(since)"

@@ -28,6 +28,7 @@
 #include "device_timing.h"
 #include "mlajit/mlajit.hpp"
 #include "ops/mla_prefill.h"
+#include "runtime/startup_times.h"
 
 namespace {
 
@@ -134,16 +135,31 @@ void check(mlajit_status s, const char* what) {
     }
 }
 
-// Runs in a fresh process: create + first call, timed; prints "first.* <ms>". With --split the first call's
-// parts are timed apart (their sum is the same work): mlajit_create; the workspace query (the planner is
-// built: configuration, calibration table); loading cuBLASLt (dlopen + symbols, done here before the call
-// instead of inside it); then the call itself (kernels from the disk cache into the context, the cuBLASLt
-// handle and its first heuristic, the launches).
+// Runs in a fresh process: create + first call, timed; prints "first.* <ms>". The CUDA driver and the
+// context come before the clock starts (an engine has both before it calls us); with --split they are
+// timed too, on lines of their own, and the first call's inside is broken down from the library's
+// one-time step timers (runtime/startup_times.h):
+//   driver_ms          dlopen libcuda + cuInit                    (before the clock)
+//   context_ms         primary context retain + make current      (before the clock)
+//   create_ms          mlajit_create (it starts cuBLASLt's set-up on a background thread)
+//   workspace_query_ms the planner built (configuration, calibration table) + the query
+//   call_queued_ms     mlajit_mla_prefill until its launches are queued, made of:
+//     cublaslt_wait_ms   the part of cuBLASLt's set-up the call waited for (its load and create are timed
+//                        on the background thread: cublaslt_load_ms, cublaslt_create_ms)
+//     nvrtc_load_ms      dlopen of NVRTC (0 when every kernel's key was known without it)
+//     kernel_load_ms     kernels' first use in the context: disk cache read + cuModuleLoadData
+//     launches_rest_ms   the rest: launches, cuBLASLt heuristics, argument checks, schedule
+//   wait_ms            until the GPU finished the call
 int first_call(const Options& o) {
+    using mlajit::StartupStep;
+    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    const auto t_start = Clock::now();
+    (void)mlajit::driver();
+    const auto t_driver = Clock::now();
     mlajit::tools::open_gpu0();
+    const auto t_ctx = Clock::now();
     GpuSetup g(o);
     Call c = make_call(o, g.inputs());
-    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     const auto t0 = Clock::now();
     mlajit_handle h;
     check(mlajit_create(-1, &h), "mlajit_create");
@@ -155,8 +171,8 @@ int first_call(const Options& o) {
     c.a.workspace = ws.get();
     c.a.workspace_bytes = ws.bytes();
     const auto t_alloc = Clock::now();
-    if (o.split) (void)mlajit::cublaslt();
-    const auto t_lt = Clock::now();
+    const double nvrtc_before = mlajit::startup_ms(StartupStep::nvrtc_load);
+    const double kernels_before = mlajit::startup_ms(StartupStep::kernel_load);
     check(mlajit_mla_prefill(h, &c.a, nullptr), "mlajit_mla_prefill");
     const auto t1 = Clock::now();
     MLAJIT_CU(cuCtxSynchronize(), "waiting for the first call");
@@ -164,10 +180,22 @@ int first_call(const Options& o) {
     // The workspace allocation is the caller's (an engine allocates it once): not counted.
     const double alloc = ms(t_ws, t_alloc);
     std::printf("first.queued_ms %.3f\nfirst.done_ms %.3f\n", ms(t0, t1) - alloc, ms(t0, t2) - alloc);
-    if (o.split)
-        std::printf("first.create_ms %.3f\nfirst.workspace_query_ms %.3f\nfirst.cublaslt_load_ms %.3f\n"
-                    "first.call_queued_ms %.3f\nfirst.wait_ms %.3f\n",
-                    ms(t0, t_create), ms(t_create, t_ws), ms(t_alloc, t_lt), ms(t_lt, t1), ms(t1, t2));
+    if (o.split) {
+        const double call = ms(t_alloc, t1);
+        const double lt_wait = mlajit::startup_ms(StartupStep::cublaslt_wait);
+        const double nvrtc = mlajit::startup_ms(StartupStep::nvrtc_load) - nvrtc_before;
+        const double kernels = mlajit::startup_ms(StartupStep::kernel_load) - kernels_before;
+        std::printf("first.driver_ms %.3f   (before the clock: dlopen libcuda + cuInit)\n", ms(t_start, t_driver));
+        std::printf("first.context_ms %.3f   (before the clock: primary context)\n", ms(t_driver, t_ctx));
+        std::printf("first.create_ms %.3f\nfirst.workspace_query_ms %.3f\nfirst.call_queued_ms %.3f\n", ms(t0, t_create),
+                    ms(t_create, t_ws), call);
+        std::printf("first.  cublaslt_wait_ms %.3f   (background: load %.3f ms, create %.3f ms)\n", lt_wait,
+                    mlajit::startup_ms(StartupStep::cublaslt_load), mlajit::startup_ms(StartupStep::cublaslt_create));
+        std::printf("first.  nvrtc_load_ms %.3f   (0: not loaded, the warm cache's keys were known without it)\n", nvrtc);
+        std::printf("first.  kernel_load_ms %.3f   (%lld kernels: disk read + cuModuleLoadData)\n", kernels,
+                    (long long)mlajit::startup_count(StartupStep::kernel_load));
+        std::printf("first.  launches_rest_ms %.3f\nfirst.wait_ms %.3f\n", call - lt_wait - nvrtc - kernels, ms(t1, t2));
+    }
     const auto& st = mlajit::KernelStore::global().stats();
     std::printf("first.kernels disk_hits %lld compiled %lld modules_loaded %lld\n", (long long)st.disk_hits.load(),
                 (long long)st.compiled.load(), (long long)st.modules_loaded.load());
@@ -243,35 +271,26 @@ void fresh_lengths(const Options& o, mlajit::Runtime& rt) {
         c.a.workspace = ws.get();
         c.a.workspace_bytes = ws.bytes();
     }
-    // Each length once, timed alone (no warm-up call: the first sight of each shape is the point).
-    std::vector<double> t(static_cast<size_t>(n));
-    size_t bytes = 0;
-    for (int i = 0; i < n; ++i) {
-        auto& a = calls[size_t(i)].a;
-        const auto t0 = Clock::now();
-        check(mlajit_mla_prefill_workspace_size(rt.get(), &a, &bytes), "ws");
-        check(mlajit_mla_prefill(rt.get(), &a, nullptr), "mla_prefill");
-        t[size_t(i)] = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
-        if (i % 16 == 15) MLAJIT_CU(cuCtxSynchronize(), "sync");
-    }
-    MLAJIT_CU(cuCtxSynchronize(), "sync");
-    std::sort(t.begin(), t.end());
-    std::printf("%-34s %10.2f us   (T=%d..%d, a new length every call; p90 %.2f us)\n",
-                "api.ws_query+mla_prefill, new T", t[t.size() / 2] / 1000.0, o.tokens, o.tokens + n - 1,
-                t[t.size() * 9 / 10] / 1000.0);
-    // The same lengths again: every per-shape cache now hits.
-    for (int i = 0; i < n; ++i) {
-        auto& a = calls[size_t(i)].a;
-        const auto t0 = Clock::now();
-        check(mlajit_mla_prefill_workspace_size(rt.get(), &a, &bytes), "ws");
-        check(mlajit_mla_prefill(rt.get(), &a, nullptr), "mla_prefill");
-        t[size_t(i)] = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
-        if (i % 16 == 15) MLAJIT_CU(cuCtxSynchronize(), "sync");
-    }
-    MLAJIT_CU(cuCtxSynchronize(), "sync");
-    std::sort(t.begin(), t.end());
-    std::printf("%-34s %10.2f us   (the same lengths again; p90 %.2f us)\n", "api.ws_query+mla_prefill, seen T",
-                t[t.size() / 2] / 1000.0, t[t.size() * 9 / 10] / 1000.0);
+    // Each length once, timed alone (no warm-up call: the first sight of each shape is the point); then the
+    // same lengths again, when every per-shape cache hits.
+    auto time_all = [&](const char* name, const char* note) {
+        std::vector<double> t(static_cast<size_t>(n));
+        size_t bytes = 0;
+        for (int i = 0; i < n; ++i) {
+            auto& a = calls[size_t(i)].a;
+            const auto t0 = Clock::now();
+            check(mlajit_mla_prefill_workspace_size(rt.get(), &a, &bytes), "ws");
+            check(mlajit_mla_prefill(rt.get(), &a, nullptr), "mla_prefill");
+            t[size_t(i)] = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+            if (i % 16 == 15) MLAJIT_CU(cuCtxSynchronize(), "sync");
+        }
+        MLAJIT_CU(cuCtxSynchronize(), "sync");
+        std::sort(t.begin(), t.end());
+        std::printf("%-34s %10.2f us   (%s; p90 %.2f us)\n", name, t[t.size() / 2] / 1000.0, note, t[t.size() * 9 / 10] / 1000.0);
+    };
+    const std::string range = "T=" + std::to_string(o.tokens) + ".." + std::to_string(o.tokens + n - 1) + ", a new length every call";
+    time_all("api.ws_query+mla_prefill, new T", range.c_str());
+    time_all("api.ws_query+mla_prefill, seen T", "the same lengths again");
 }
 
 }  // namespace
