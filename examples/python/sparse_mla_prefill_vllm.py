@@ -40,7 +40,11 @@ KV_LORA_RANK, QK_NOPE_HEAD_DIM, QK_ROPE_HEAD_DIM, V_HEAD_DIM, TOPK = 512, 128, 6
 # Tolerances of the check (bf16 output against float64): per element |out - ref| <= RTOL |ref| + ATOL_RMS
 # rms(ref), and ||out - ref|| / ||ref|| <= REL_L2. A wrong or missing key moves outputs by O(rms), far
 # beyond these; bf16 rounding of the inputs and intermediates stays ~3e-3 in relative L2.
-RTOL, ATOL_RMS, REL_L2 = 2e-2, 2e-2, 1e-2
+# The rms floor is doubled as in the library's one-call tests (tests/gpu/gpu_fixture.h, kOneCallOutAtolScale):
+# the one call rounds an intermediate to bf16 (K/V after the up-projection, or the absorbed q and the latent
+# output) on top of the kernel's own rounding. At the single floor this example measured on the H200
+# 11 and 41 of 1,228,800 elements over (max |err| 0.020 and 0.014, rms of ref 0.145; rel L2 2.7e-3, 3.3e-3).
+RTOL, ATOL_RMS, REL_L2 = 2e-2, 4e-2, 1e-2
 
 # The batch: (cached context tokens, new tokens) per request, as a scheduler mixes them: a fresh prompt,
 # chunks of long prompts whose earlier chunks are cached (past the top-k: sparse attention matters), and a

@@ -91,7 +91,11 @@ template <int R>
 MJ_DEVICE void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
 }
-MJ_DEVICE void named_bar_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+// barrier.sync without .aligned (bar.sync is the .aligned form): the softmax reaches its P hand-over barrier
+// straight out of lane-divergent code (the alpha stores, the O rescale), and compute-sanitizer synccheck
+// reported "divergent thread(s)" at the aligned form on the H200 (2026-12-03); the plain form is defined for
+// a warp that arrives in pieces.
+MJ_DEVICE void named_bar_sync(int id, int threads) { asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 MJ_DEVICE void named_bar_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 
 MJ_DEVICE void cp_async_16(void* smem, const void* gmem, bool valid) {
