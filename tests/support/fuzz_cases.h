@@ -119,7 +119,9 @@ public:
     void mutate_tensor(mlajit_tensor& t, bool is_cu) {
         switch (range(0, 9)) {
             case 0: t.data = nullptr; break;
-            case 1: t.data = static_cast<char*>(t.data) + pick<int64_t>({1, 2, 4, 8}); break;
+            // Integer arithmetic: the pointer may be null (case 0 drawn earlier), and null + k is UB in C++
+            // (UBSan under libFuzzer stopped here, 2026-12-03); (void*)k is the same bad address without it.
+            case 1: t.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t.data) + pick<uintptr_t>({1, 2, 4, 8})); break;
             case 2: t.dtype = mlajit_dtype(pick<int>({0, 1, 2, 3, 4, -1, 77})); break;
             case 3: t.ndim = int32_t(pick<int>({-1, 0, 1, 2, 3, 4, 5, 100})); break;
             case 4: {
