@@ -44,15 +44,6 @@ namespace R = mlajit::ref;
 
 namespace {
 
-template <typename T>
-T new_args() {
-    T a{};
-#ifdef MLAJIT_ARGS_INIT
-    a.struct_size = sizeof(T);  // the struct-size ABI (mlajit.h)
-#endif
-    return a;
-}
-
 // The one call's tolerances: kOneCallLseAtol, kOneCallOutAtolScale (gpu/gpu_fixture.h explains them).
 
 struct Counts {
@@ -108,7 +99,7 @@ void sparse_mqa_call(Gpu* G, R::Rng& rng, const Shape& s, Counts& n) {
     DeviceBuffer<uint16_t> dq(q), dkv(kv), dout(tq * h * 512);
     DeviceBuffer<int32_t> didx(idx), dcq(s.cu_q), dck(s.cu_k);
     DeviceBuffer<float> dlse(tq * h), dml(tq * h);
-    auto a = new_args<mlajit_sparse_mqa_args>();
+    auto a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     a.q = tensor(dq.get(), MLAJIT_BF16, {tq, h, 576});
     a.kv = tensor(dkv.get(), MLAJIT_BF16, {tk, 576});
     a.indices = tensor(didx.get(), MLAJIT_INT32, {tq, topk});
@@ -124,15 +115,7 @@ void sparse_mqa_call(Gpu* G, R::Rng& rng, const Shape& s, Counts& n) {
     ++n.calls;
     auto out = dout.download();
     auto lse = dlse.download();
-    R::SparseMqaArgs ra;
-    ra.q = R::View(q.data(), h * 576, 576);
-    ra.kv = R::View(kv.data(), 576, 0);
-    ra.indices = idx.data();
-    ra.s_q = tq;
-    ra.s_kv = tk;
-    ra.heads = h;
-    ra.topk = topk;
-    ra.sm_scale = a.sm_scale;
+    R::SparseMqaArgs ra = R::packed_sparse_mqa(q.data(), kv.data(), idx.data(), tq, tk, h, topk, a.sm_scale);
     ra.cu_seqlens_q = s.cu_q;
     ra.cu_seqlens_kv = s.cu_k;
     auto rows = rows_to_check(rng, s, 2);
@@ -157,7 +140,7 @@ void mha_call(Gpu* G, R::Rng& rng, const Shape& s, bool masked, Counts& n) {
     if (masked) {  // built on the GPU (the top-k mask family), checked word for word
         auto idx = R::causal_topk_indices(rng, s.cu_q, s.cu_k, s.topk);
         DeviceBuffer<int32_t> didx(idx);
-        auto m = new_args<mlajit_topk_mask_args>();
+        auto m = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
         m.indices = tensor(didx.get(), MLAJIT_INT32, {tq, s.topk});
         m.cu_seqlens_q = tensor(dcq.get(), MLAJIT_INT32, {B + 1});
         m.cu_seqlens_k = tensor(dck.get(), MLAJIT_INT32, {B + 1});
@@ -171,7 +154,7 @@ void mha_call(Gpu* G, R::Rng& rng, const Shape& s, bool masked, Counts& n) {
         if (!same) ++n.failed_checks;
         CHECK_MESSAGE(same, "the GPU's top-k mask differs from the reference");
     }
-    auto a = new_args<mlajit_mha_args>();
+    auto a = MLAJIT_ARGS_INIT(mlajit_mha_args);
     a.q = tensor(dq.get(), MLAJIT_BF16, {tq, h, 192});
     a.k = tensor(dk.get(), MLAJIT_BF16, {tk, h, 192});
     a.v = tensor(dv.get(), MLAJIT_BF16, {tk, h, 128});
@@ -217,7 +200,7 @@ void mla_call(Gpu* G, R::Rng& rng, const Shape& s, int force, Counts& n, bool pa
     DeviceBuffer<uint16_t> dq(q), dkv(kv), dw(w), dout(T * h * 128);
     DeviceBuffer<int32_t> didx(idx), dcq(s.cu_q), dck(s.cu_k);
     DeviceBuffer<float> dlse(T * h);
-    auto a = new_args<mlajit_mla_prefill_args>();
+    auto a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
     a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
     a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
     // Paged: the same latent rows scattered over shuffled pages of 16 (the paged_gather family runs).
@@ -270,18 +253,7 @@ void mla_call(Gpu* G, R::Rng& rng, const Shape& s, int force, Counts& n, bool pa
     auto out = dout.download();
     auto lse = dlse.download();
     auto rows = rows_to_check(rng, s, 2);
-    R::DsaArgs da;
-    da.q_nope = R::View(q.data(), h * 192, 192);
-    da.q_pe = da.q_nope.shifted(128);
-    da.kv_c = R::View(kv.data(), 576, 0);
-    da.k_pe = da.kv_c.shifted(512);
-    da.w_kv_b = R::View(w.data(), 512, 0);
-    da.indices = idx.data();
-    da.topk = topk;
-    da.heads = h;
-    da.cu_seqlens_q = s.cu_q;
-    da.cu_seqlens_k = s.cu_k;
-    da.sm_scale = a.sm_scale;
+    R::DsaArgs da = R::packed_dsa(q.data(), kv.data(), w.data(), idx.data(), topk, h, s.cu_q, s.cu_k, a.sm_scale);
     da.rows = rows;
     auto want = R::dsa_prefill_reference(da);
     expect_ok(R::check_out("out", R::View(out.data(), h * 128, 128), want, kOneCallOutAtolScale), n);
