@@ -149,6 +149,17 @@ MJ_DEVICE void bulk_copy_to_peer(unsigned dst_cluster, unsigned src_cta, unsigne
 MJ_DEVICE void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
+// Extra (not in the shared vocabulary): cp.async to a shared-window address (zero-fill when !valid), and a
+// non-blocking test of an mbarrier phase.
+MJ_DEVICE void cp_async_16_addr(unsigned saddr, const void* gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+}
+MJ_DEVICE bool mbar_test(unsigned long long* bar, unsigned phase) {
+    unsigned ok;
+    asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(ok) : "r"(smem_u32(bar)), "r"(phase) : "memory");
+    return ok != 0u;
+}
 // Extra (not in the shared vocabulary): the completion of this thread's earlier cp.async arrives on `bar`
 // (noinc: the barrier's expected count includes these arrivals).
 MJ_DEVICE void cp_async_mbar_arrive_noinc(unsigned long long* bar) {
@@ -219,6 +230,14 @@ MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsign
                         // is in the SASS) and none for 1, so 1 it is.
 #define MJ_MQA90_PSYNC 1
 #endif
+#ifndef MJ_MQA90_F8STAGE  // the FP8 cache's producer: 1 = raw 656-byte rows cp.async'ed into the slot, dequantized
+                          // shared -> shared, math on schedule 1; 0 = codes staged through registers, schedule 0
+#define MJ_MQA90_F8STAGE 1
+#endif
+#ifndef MJ_MQA90_LATEHO  // schedule 1: warpgroup 0 hands tile t to warpgroup 1 after issuing S(t + 1) when tile
+                         // t + 1 has already landed, so that warpgroup 1's P V(t) runs during the softmax of t + 1
+#define MJ_MQA90_LATEHO 0
+#endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
                        // grid.y even). Development switch: the runtime does not launch it yet.
@@ -261,22 +280,39 @@ static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the in
 constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads (schedule 0)
 constexpr int kBarP0 = 1;                           // schedule 1: kBarP0, kBarP0 + 1 hand tiles over; kBarEnd
 constexpr bool kFp8 = MJ_KV_FP8 != 0;
+// FP8, MJ_MQA90_F8STAGE = 1: the raw rows are staged in shared memory (the producer needs few registers).
+constexpr bool kF8Stage = kFp8 && MJ_MQA90_F8STAGE != 0;
+constexpr bool kF8Regs = kFp8 && !kF8Stage;  // the register-staged FP8 producer
 // Registers after setmaxnreg. bf16: a lean cp.async producer. FP8: the producer holds a tile's 16 rows a warp
 // in registers (64 a thread) between their loads and their dequantization, and the next tile's loads are
 // issued as registers free up; the math code fits 176 without spills (it takes 184 of a 232 budget). The
 // math warps' increase must be covered by what the producer releases (168 -> 144: 3,072 registers;
 // 168 -> 176: 2,048), or setmaxnreg.inc would wait forever.
-constexpr int kProducerRegs = kFp8 ? 144 : 40;
-constexpr int kMathRegs = kFp8 ? 176 : 232;
+// Staged FP8: the dequantizing producer spills at 40 and 56 (28 / 4 bytes, ptxas 13.0) and fits 64.
+constexpr int kProducerRegs = kF8Regs ? 144 : kF8Stage ? 64 : 40;
+constexpr int kMathRegs = kF8Regs ? 176 : kF8Stage ? 216 : 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
 static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the producer must release what the math warps take");
-// Math schedule (MJ_MQA90_SCHED above). The FP8 kernel keeps schedule 0: schedule 1 spills at its 176 registers.
-constexpr bool kSched1 = MJ_MQA90_SCHED == 1 && !kFp8;
+// Math schedule (MJ_MQA90_SCHED above). The register-staged FP8 producer keeps schedule 0: schedule 1 spills at
+// its 176 registers; the shared-memory-staged one needs schedule 1 (the empty_hi barriers below).
+constexpr bool kSched1 = (MJ_MQA90_SCHED == 1 && !kFp8) || kF8Stage;
 constexpr bool kPair = MJ_MQA90_PAIR != 0;
-static_assert(!kPair || kSched1, "the CTA pair needs schedule 1 (bf16)");
+static_assert(!kPair || (kSched1 && !kFp8), "the CTA pair needs schedule 1 (bf16)");
 constexpr int kPairHalf = 8 * 32 * 128;  // bytes a CTA receives per tile: 32 rows x 128 B of the 8 latent column blocks
 // Pair mode: own[s], the completion of this CTA's half of slot s, lives beside schedule 1's scratch in the P region.
 constexpr int kOffOwn = kOffP + 1024;
+// Staged FP8: empty_hi[s] (warpgroup 1 is done with slot s: its blocks 4-8 may take the next raw rows) at kOffOwn,
+// and the 4 fp32 scales of every row of slot s at kOffScale + s * 1024.
+constexpr int kOffScale = kOffP + 2048;
+static_assert(kOffScale + kS * 1024 <= kOffP + kBlk, "the staged FP8 scales fit in the P region");
+// Staged FP8, raw codes of producer warp pw (rows 16 pw .. 16 pw + 15) in its own rows of blocks 4-7: the 64 codes
+// of output column block b (b = 0..7) of row i (0..15) at block 4 + b / 2, byte pw * 2048 + (b & 1) * 1024 + i * 64,
+// 16-byte chunk q (0..3) at (q ^ ((i >> 1) & 1)): the dequantization of block b reads them conflict-free, and
+// its stores into block 4 + j (j = 0..3) overwrite only raw codes of blocks 2j, 2j + 1, already converted
+// (block 7's own codes: read before the stores).
+MJ_DEVICE unsigned raw_off(int pw, int b, int i, int q) {
+    return (unsigned)((4 + (b >> 1)) * kBlk + pw * 2048 + (b & 1) * 1024 + i * 64 + ((q ^ ((i >> 1) & 1)) << 4));
+}
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
 MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
@@ -317,9 +353,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::mbar_init(&own[s], 128);   // this CTA's cp.async half
                 mj90::mbar_init(&full[s], 1);    // one arrive.expect_tx for the peer's half, after our own half
                 mj90::mbar_init(&empty[s], kConsumers + 8);  // every local math thread, one per peer math warp
+            } else if constexpr (kF8Stage) {
+                mj90::mbar_init(&full[s], 128);   // every producer thread, after its dequantized stores
+                mj90::mbar_init(&empty[s], 128);  // warpgroup 0, after its S and P V
+                mj90::mbar_init(&own[s], 128);    // empty_hi: warpgroup 1, after its P V
             } else {
                 // One cp.async-completion arrive per producer thread (FP8: and one after its dequantized stores).
-                mj90::mbar_init(&full[s], kFp8 ? 256 : 128);
+                mj90::mbar_init(&full[s], kF8Regs ? 256 : 128);
                 mj90::mbar_init(&empty[s], kConsumers);  // every math thread after its P V
             }
         }
@@ -336,7 +376,106 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     // CTA's copies and arrivals reach them.
     if constexpr (kPair) mj90::cluster_sync();
 
-    if (kFp8 && warp >= 8) {
+    if (kF8Stage && warp >= 8) {
+        // ---- FP8 producer, staged in shared memory: warp pw owns rows 16 pw .. 16 pw + 15 of every tile and works
+        // alone (no barrier with the other producer warps). Tile t lands in slot t % 2 as raw rows: the 512 codes in
+        // the warp's own rows of blocks 4-7 (raw_off), k_pe (bf16) straight into block 8, the 4 scales into the P
+        // region; one cp.async group a tile. Then the warp dequantizes shared -> shared, one output column block
+        // a pass (a lane: 32 codes of one row, two 16-byte loads, four 16-byte stores), and arrives on full.
+        // Tile t + 1 is issued into the other slot as soon as warpgroup 1 is done with tile t - 1 (empty_hi: its
+        // P V read blocks 4-8 last; warpgroup 0's P V reads blocks 0-3, which only the dequantization writes,
+        // after "empty"); between passes the warp tests empty_hi without blocking, so the loads of t + 1 are in
+        // flight while t is converted. Rows past the key set load zeros (codes and scales).
+        mj90::setmaxnreg_dec<kProducerRegs>();
+        const int pw = warp - 8;
+        const unsigned ring = mj90::smem_u32(smem + kOffK);
+        const unsigned scl = mj90::smem_u32(smem + kOffScale);
+        unsigned long long* empty_hi = own;
+        const unsigned char* dummy = (const unsigned char*)p.kv;
+        auto issue = [&](int t) {
+            const int slot = t % kS;
+            const unsigned tile = ring + slot * kTileBytes;
+            const int c = t * kN + pw * 16 + (lane & 15);  // lane L (and L + 16) holds row 16 pw + L % 16
+            const unsigned char* mine = c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {  // codes: rows 8 hf + lane / 4, chunk lane % 4 of each column block
+                const int i = 8 * hf + (lane >> 2);
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                const bool ok = rowp != nullptr;
+                const unsigned char* src = (ok ? rowp : dummy) + (lane & 3) * 16;
+#pragma unroll
+                for (int b = 0; b < 8; ++b) mj90::cp_async_16_addr(tile + raw_off(pw, b, i, lane & 3), src + b * 64, ok);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {  // k_pe: rows 4k + lane / 8, chunk lane % 8
+                const int i = 4 * k + (lane >> 3);
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                const bool ok = rowp != nullptr;
+                mj90::cp_async_16_addr(tile + tile_off(pw * 16 + i, 64 + (lane & 7)), (ok ? rowp : dummy) + mj_fp8::kRopeOff + (lane & 7) * 16, ok);
+            }
+            if (lane < 16)
+                mj90::cp_async_16_addr(scl + slot * 1024 + (pw * 16 + lane) * 16, (mine != nullptr ? mine : dummy) + mj_fp8::kScaleOff,
+                                       mine != nullptr);
+            mj90::cp_async_commit();
+        };
+        // Dequantize output column block b of tile t's rows (lane: row lane / 2, codes 32 h .. 32 h + 31 of the block).
+        auto convert = [&](int slot, int b) {
+            const unsigned tile = ring + slot * kTileBytes;
+            const int i = lane >> 1, h = lane & 1, r = pw * 16 + i;
+            const float scale = mj_fp8::ld_shared_f32(scl + slot * 1024 + r * 16 + (b >> 1) * 4);
+            mj_u32 in[2][4];
+#pragma unroll
+            for (int k = 0; k < 2; ++k) mj_ld_shared_v4(in[k], tile + raw_off(pw, b, i, 2 * h + k));
+            if (b == 7) __syncwarp();  // block 7's stores overwrite its own codes: every lane has read them
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const int q = 2 * h + k;  // raw chunk: output chunks 2q, 2q + 1 of the block
+                mj_u32 o[8];
+                if constexpr (MJ_MQA90_DEV_SKIP == 2) {  // timing only: the codes stored unconverted
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) o[j] = in[k][j >> 1] ^ __float_as_uint(scale);
+                } else {
+                    mj_fp8::dequant16<MJ_ARCH>(in[k], scale, o);
+                }
+                const unsigned rowa = tile + b * kBlk + r * 128;
+                mj_fp8::st_shared_v4(rowa + (((2 * q) ^ (r & 7)) << 4), o[0], o[1], o[2], o[3]);
+                mj_fp8::st_shared_v4(rowa + (((2 * q + 1) ^ (r & 7)) << 4), o[4], o[5], o[6], o[7]);
+            }
+            __syncwarp();  // the next pass may overwrite raw codes this pass read (block 4 + j after blocks 2j, 2j + 1)
+        };
+        if (ntiles > 0) issue(0);
+        for (int t = 0; t < ntiles; ++t) {
+            const int slot = t % kS;
+            bool issued = t + 1 >= ntiles;
+            // Issue tile t + 1 once warpgroup 1 is done with tile t - 1 (its slot); without blocking unless `block`.
+            auto try_issue = [&](bool block) {
+                if (issued) return;
+                if (t + 1 >= kS) {
+                    const unsigned par = (unsigned)(((t + 1) / kS - 1) & 1);
+                    if (!block && !__shfl_sync(0xffffffffu, (int)mj90::mbar_test(&empty_hi[(t + 1) % kS], par), 0)) return;
+                    mj90::mbar_wait(&empty_hi[(t + 1) % kS], par);
+                }
+                issue(t + 1);
+                issued = true;
+            };
+            try_issue(false);
+            if (issued && t + 1 < ntiles) mj90::cp_async_wait<1>();  // tile t's group done, t + 1's may be in flight
+            else mj90::cp_async_wait<0>();
+            __syncwarp();  // every lane's raw rows of tile t are visible to the warp
+            if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));  // warpgroup 0 is done with t - 2
+#pragma unroll 1
+            for (int b = 0; b < 8; ++b) {
+                convert(slot, b);
+                try_issue(false);
+            }
+            mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
+            mj90::mbar_arrive(&full[slot]);
+            try_issue(true);
+        }
+        mj90::cp_async_wait<0>();
+        return;
+    }
+    if (kF8Regs && warp >= 8) {
         // ---- FP8 producer: warp pw owns rows 16 pw .. 16 pw + 15 of every tile. A row's 512 codes are one
         // 16-byte load a lane (lane L: codes 16L..16L+15, of scale L / 8), held in registers; the scales of
         // 8 rows are one load a lane (lane L: scale L % 4 of row L / 4), handed out by shuffles. Per tile:
@@ -416,7 +555,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         mj90::cp_async_wait<0>();
         return;
     }
-    if (!kFp8 && warp >= 8) {
+    if (!kFp8 && warp >= 8) {  // (kFp8 producers returned above)
         // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
         // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
         // 512 contiguous bytes of one latent row, and its shared-memory writes fill every bank 4 times.
@@ -517,7 +656,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // Slot release after this thread's last read of it (its warpgroup's wgmma completed); pair mode also tells
         // the peer, whose producer copies into this CTA's slot (one arrival per warp).
         auto release = [&](int slot) {
-            mj90::mbar_arrive(&empty[slot]);
+            mj90::mbar_arrive(kF8Stage && wg == 1 ? &own[slot] : &empty[slot]);  // staged FP8: warpgroup 1 on empty_hi
             if constexpr (kPair) {
                 __syncwarp();
                 if (lane == 0) mj90::mbar_arrive_cluster(mj90::mapa_shared(mj90::smem_u32(&empty[slot]), crank ^ 1u));
@@ -600,6 +739,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     }
                 }
                 mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
+            };
+            auto hand_over = [&](int t) {
                 if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);
                 else mj90::named_bar_arrive(kBarP0 + (t & 1), kConsumers);
             };
@@ -612,12 +753,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             for (int t = 0; t < ntiles; ++t) {
                 const int slot = t % kS;
                 softmax(t, smem + kOffK + slot * kTileBytes);  // S of t done, and P V of t - 1: P and O are free
+                if (!MJ_MQA90_LATEHO || t + 1 >= ntiles) hand_over(t);
                 issue_pv(sk + slot * kTileBytes);
                 if (t + 1 < ntiles) {
                     const int ns = (t + 1) % kS;
                     mj90::mbar_wait(&full[ns], (unsigned)(((t + 1) / kS) & 1));
                     mj90::fence_proxy_async();
                     issue_s(sk + ns * kTileBytes);
+                    if (MJ_MQA90_LATEHO) hand_over(t);  // warpgroup 1's P V of t queues behind S of t + 1
                     mj90::wgmma_wait<1>();  // P V of t done (groups complete in order)
                     release(slot);
                     mj90::wgmma_wait<0>();
