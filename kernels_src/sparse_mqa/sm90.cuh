@@ -238,6 +238,10 @@ MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsign
                          // t + 1 has already landed, so that warpgroup 1's P V(t) runs during the softmax of t + 1
 #define MJ_MQA90_LATEHO 0
 #endif
+#ifndef MJ_MQA90_SPLITREL  // bf16, schedule 1: the producer refills column blocks 4-8 of a slot once warpgroup 1 is
+                           // done with it (and warpgroup 0 handed the tile over), blocks 0-3 once warpgroup 0 is
+#define MJ_MQA90_SPLITREL 0
+#endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
                        // grid.y even). Development switch: the runtime does not launch it yet.
@@ -288,8 +292,8 @@ constexpr bool kF8Regs = kFp8 && !kF8Stage;  // the register-staged FP8 producer
 // issued as registers free up; the math code fits 176 without spills (it takes 184 of a 232 budget). The
 // math warps' increase must be covered by what the producer releases (168 -> 144: 3,072 registers;
 // 168 -> 176: 2,048), or setmaxnreg.inc would wait forever.
-// Staged FP8: the dequantizing producer spills at 40 and 56 (28 / 4 bytes, ptxas 13.0) and fits 64.
-constexpr int kProducerRegs = kF8Regs ? 144 : kF8Stage ? 64 : 40;
+// Staged FP8: the dequantizing producer spills at 40-64 registers (ptxas 13.0) and fits 72.
+constexpr int kProducerRegs = kF8Regs ? 144 : kF8Stage ? 72 : 40;
 constexpr int kMathRegs = kF8Regs ? 176 : kF8Stage ? 216 : 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
 static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the producer must release what the math warps take");
@@ -298,6 +302,10 @@ static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the produ
 constexpr bool kSched1 = (MJ_MQA90_SCHED == 1 && !kFp8) || kF8Stage;
 constexpr bool kPair = MJ_MQA90_PAIR != 0;
 static_assert(!kPair || (kSched1 && !kFp8), "the CTA pair needs schedule 1 (bf16)");
+// Slots released in two parts (empty: warpgroup 0 is done with blocks 0-3; empty_hi: warpgroup 0 handed the
+// tile over and warpgroup 1 is done, blocks 4-8): the staged FP8 producer, and bf16 with MJ_MQA90_SPLITREL.
+constexpr bool kSplitRel = !kFp8 && !kPair && kSched1 && MJ_MQA90_SPLITREL != 0;
+constexpr bool kSplitEmpty = kF8Stage || kSplitRel;
 constexpr int kPairHalf = 8 * 32 * 128;  // bytes a CTA receives per tile: 32 rows x 128 B of the 8 latent column blocks
 // Pair mode: own[s], the completion of this CTA's half of slot s, lives beside schedule 1's scratch in the P region.
 constexpr int kOffOwn = kOffP + 1024;
@@ -353,10 +361,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::mbar_init(&own[s], 128);   // this CTA's cp.async half
                 mj90::mbar_init(&full[s], 1);    // one arrive.expect_tx for the peer's half, after our own half
                 mj90::mbar_init(&empty[s], kConsumers + 8);  // every local math thread, one per peer math warp
-            } else if constexpr (kF8Stage) {
-                mj90::mbar_init(&full[s], 128);   // every producer thread, after its dequantized stores
+            } else if constexpr (kSplitEmpty) {
+                mj90::mbar_init(&full[s], 128);   // every producer thread, after its dequantized stores / copies
                 mj90::mbar_init(&empty[s], 128);  // warpgroup 0, after its S and P V
-                mj90::mbar_init(&own[s], 128);    // empty_hi: warpgroup 1, after its P V
+                mj90::mbar_init(&own[s], 256);    // empty_hi: warpgroup 0 at its hand-over, warpgroup 1 after its P V
             } else {
                 // One cp.async-completion arrive per producer thread (FP8: and one after its dequantized stores).
                 mj90::mbar_init(&full[s], kF8Regs ? 256 : 128);
@@ -392,20 +400,30 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const unsigned scl = mj90::smem_u32(smem + kOffScale);
         unsigned long long* empty_hi = own;
         const unsigned char* dummy = (const unsigned char*)p.kv;
-        auto issue = [&](int t) {
+        // Key of row 16 pw + lane % 16 of tile t (-1 past the set), then its row pointer (a block-table load): the
+        // index row and block-table loads of tile t are issued two and one tiles ahead of its copies.
+        auto key_of = [&](int t) -> int {
+            const int c = t * kN + pw * 16 + (lane & 15);
+            return c < nvalid ? irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)] : -1;
+        };
+        auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
+        // Two cp.async groups a tile: the codes of column blocks 0-3, the scales and k_pe; then the codes of blocks 4-7
+        // (the first four passes convert while the rest lands). `mine`: lane L (and L + 16) holds row 16 pw + L % 16.
+        auto issue = [&](int t, const unsigned char* mine) {
             const int slot = t % kS;
             const unsigned tile = ring + slot * kTileBytes;
-            const int c = t * kN + pw * 16 + (lane & 15);  // lane L (and L + 16) holds row 16 pw + L % 16
-            const unsigned char* mine = c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
+            const unsigned char* src[2];
+            bool ok[2];
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {  // codes: rows 8 hf + lane / 4, chunk lane % 4 of each column block
-                const int i = 8 * hf + (lane >> 2);
-                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-                const bool ok = rowp != nullptr;
-                const unsigned char* src = (ok ? rowp : dummy) + (lane & 3) * 16;
-#pragma unroll
-                for (int b = 0; b < 8; ++b) mj90::cp_async_16_addr(tile + raw_off(pw, b, i, lane & 3), src + b * 64, ok);
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, 8 * hf + (lane >> 2));
+                ok[hf] = rowp != nullptr;
+                src[hf] = (ok[hf] ? rowp : dummy) + (lane & 3) * 16;
             }
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int b = 0; b < 4; ++b) mj90::cp_async_16_addr(tile + raw_off(pw, b, 8 * hf + (lane >> 2), lane & 3), src[hf] + b * 64, ok[hf]);
 #pragma unroll
             for (int k = 0; k < 4; ++k) {  // k_pe: rows 4k + lane / 8, chunk lane % 8
                 const int i = 4 * k + (lane >> 3);
@@ -416,6 +434,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             if (lane < 16)
                 mj90::cp_async_16_addr(scl + slot * 1024 + (pw * 16 + lane) * 16, (mine != nullptr ? mine : dummy) + mj_fp8::kScaleOff,
                                        mine != nullptr);
+            mj90::cp_async_commit();
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int b = 4; b < 8; ++b) mj90::cp_async_16_addr(tile + raw_off(pw, b, 8 * hf + (lane >> 2), lane & 3), src[hf] + b * 64, ok[hf]);
             mj90::cp_async_commit();
         };
         // Dequantize output column block b of tile t's rows (lane: row lane / 2, codes 32 h .. 32 h + 31 of the block).
@@ -443,7 +466,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
             __syncwarp();  // the next pass may overwrite raw codes this pass read (block 4 + j after blocks 2j, 2j + 1)
         };
-        if (ntiles > 0) issue(0);
+        // Row pointers of tile t + 1 (nxt) and keys of tile t + 2 (knn), loaded a tile before their use.
+        const unsigned char* nxt = nullptr;
+        int knn = -1;
+        if (ntiles > 0) issue(0, ptr_of(key_of(0)));
+        if (ntiles > 1) nxt = ptr_of(key_of(1));
+        if (ntiles > 2) knn = key_of(2);
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
             bool issued = t + 1 >= ntiles;
@@ -455,16 +483,24 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     if (!block && !__shfl_sync(0xffffffffu, (int)mj90::mbar_test(&empty_hi[(t + 1) % kS], par), 0)) return;
                     mj90::mbar_wait(&empty_hi[(t + 1) % kS], par);
                 }
-                issue(t + 1);
+                issue(t + 1, nxt);
                 issued = true;
+                nxt = t + 2 < ntiles ? ptr_of(knn) : nullptr;
+                knn = t + 3 < ntiles ? key_of(t + 3) : -1;
             };
             try_issue(false);
-            if (issued && t + 1 < ntiles) mj90::cp_async_wait<1>();  // tile t's group done, t + 1's may be in flight
-            else mj90::cp_async_wait<0>();
-            __syncwarp();  // every lane's raw rows of tile t are visible to the warp
+            // Groups in flight, oldest first: codes 0-3 of t, codes 4-7 of t, and, once issued, the two of t + 1.
+            if (issued && t + 1 < ntiles) mj90::cp_async_wait<3>();
+            else mj90::cp_async_wait<1>();
+            __syncwarp();  // every lane's codes of blocks 0-3, scales and k_pe of tile t are visible to the warp
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));  // warpgroup 0 is done with t - 2
 #pragma unroll 1
             for (int b = 0; b < 8; ++b) {
+                if (b == 4) {
+                    if (issued && t + 1 < ntiles) mj90::cp_async_wait<2>();
+                    else mj90::cp_async_wait<0>();
+                    __syncwarp();  // the codes of blocks 4-7 too
+                }
                 convert(slot, b);
                 try_issue(false);
             }
@@ -580,11 +616,28 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
             if (t >= kS) {
                 if constexpr (kPair) mj90::mbar_wait_cluster(&empty[slot], (unsigned)((t / kS - 1) & 1));
-                else mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+                else mj90::mbar_wait(kSplitRel ? &own[slot] : &empty[slot], (unsigned)((t / kS - 1) & 1));
             }
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
+            if constexpr (kSplitRel) {  // blocks 4-8 now (empty_hi), blocks 0-3 once warpgroup 0 is done (empty)
 #pragma unroll 4
-            for (int i = 0; i < kRows; ++i) {
+                for (int i = 0; i < kRows; ++i) {
+                    const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                    const bool ok = rowp != nullptr;
+                    const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+                    mj90::cp_async_16(tile + tile_off(rbase + i, lane + 32), src + (lane + 32) * 16, ok);
+                    if (lane < 8) mj90::cp_async_16(tile + tile_off(rbase + i, lane + 64), src + (lane + 64) * 16, ok);
+                }
+                if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+#pragma unroll 4
+                for (int i = 0; i < kRows; ++i) {
+                    const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                    const bool ok = rowp != nullptr;
+                    mj90::cp_async_16(tile + tile_off(rbase + i, lane), (ok ? rowp : (const unsigned char*)p.kv) + lane * 16, ok);
+                }
+            }
+#pragma unroll 4
+            for (int i = 0; i < (kSplitRel ? 0 : kRows); ++i) {
                 const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
                 const int r = rbase + i;
                 const bool ok = rowp != nullptr;
@@ -656,7 +709,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // Slot release after this thread's last read of it (its warpgroup's wgmma completed); pair mode also tells
         // the peer, whose producer copies into this CTA's slot (one arrival per warp).
         auto release = [&](int slot) {
-            mj90::mbar_arrive(kF8Stage && wg == 1 ? &own[slot] : &empty[slot]);  // staged FP8: warpgroup 1 on empty_hi
+            mj90::mbar_arrive(kSplitEmpty && wg == 1 ? &own[slot] : &empty[slot]);  // split release: warpgroup 1 on empty_hi
             if constexpr (kPair) {
                 __syncwarp();
                 if (lane == 0) mj90::mbar_arrive_cluster(mj90::mapa_shared(mj90::smem_u32(&empty[slot]), crank ^ 1u));
@@ -743,6 +796,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             auto hand_over = [&](int t) {
                 if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);
                 else mj90::named_bar_arrive(kBarP0 + (t & 1), kConsumers);
+                // Staged FP8: warpgroup 0 is done with blocks 4-8 of the slot (S has read them, P is stored): its own
+                // arrival on empty_hi orders its P stores before the producer's next copies into block 8 directly.
+                if constexpr (kSplitEmpty) mj90::mbar_arrive(&own[t % kS]);
             };
             if (ntiles > 0) {
                 mj90::mbar_wait(&full[0], 0u);
