@@ -33,11 +33,16 @@
 //    copies its half into the peer's ring with bulk shared::cluster copies, halving the L2 -> SM traffic
 //    at h = 128. Correct but slower as built (13.4 against 9.7 ms at h = 128, 8k): each half is forwarded
 //    only after all of it landed, a full latency added to every tile (docs/perf_mqa_notes.md).
-//  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring and math; the producer loads each row's 512
-//    e4m3 codes into registers and writes the dequantized bf16 into the slot itself (no shared memory is
-//    left for a raw ring). Measured on the H200 (8k, paged): 1.5x the bf16 time at 32-128 heads; with the
-//    conversion left out (math kept) still 1.38x at 128 heads: the register-staged producer itself, then
-//    the dequantization, bound it (docs/perf_mqa_notes.md).
+//  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring; the producer loads each row's 512 e4m3 codes
+//    into registers and writes the dequantized bf16 into the slot itself (no shared memory is left for a raw
+//    ring), math on schedule 0. Measured on the H200 (8k, paged): 1.6x the bf16 time at 32-128 heads; with
+//    the conversion left out (math kept) still 1.38x at 128 heads (docs/perf_mqa_notes.md).
+//    MJ_MQA90_F8STAGE = 1 (development switch): the raw 656-byte rows are cp.async'ed into the slot itself
+//    (codes into the producer warp's own rows of blocks 4-7, k_pe into block 8, scales into the P region),
+//    each producer warp dequantizes its 16 rows shared -> shared, and the math runs schedule 1; the slot is
+//    released in two parts (empty_hi: blocks 4-8, after warpgroup 1's P V; empty: blocks 0-3) so the next
+//    tile's raw rows land while warpgroup 0 still reads V. First form measured 1.3 % faster than the
+//    register producer (16.71 against 16.93 ms, 128 heads); the current form is not measured yet.
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
@@ -231,15 +236,22 @@ MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsign
 #define MJ_MQA90_PSYNC 1
 #endif
 #ifndef MJ_MQA90_F8STAGE  // the FP8 cache's producer: 1 = raw 656-byte rows cp.async'ed into the slot, dequantized
-                          // shared -> shared, math on schedule 1; 0 = codes staged through registers, schedule 0
-#define MJ_MQA90_F8STAGE 1
+                          // shared -> shared, math on schedule 1; 0 = codes staged through registers, schedule 0.
+                          // Development switch, 0 by default: its first version measured 1.3 % faster than 0 (H200,
+                          // 8k, 128 heads: 16.71 against 16.93 ms), the current one (loads a tile ahead, two copy
+                          // groups a tile) is not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
+#define MJ_MQA90_F8STAGE 0
 #endif
-#ifndef MJ_MQA90_LATEHO  // schedule 1: warpgroup 0 hands tile t to warpgroup 1 after issuing S(t + 1) when tile
-                         // t + 1 has already landed, so that warpgroup 1's P V(t) runs during the softmax of t + 1
+#ifndef MJ_MQA90_LATEHO  // schedule 1: warpgroup 0 hands tile t to warpgroup 1 after issuing S(t + 1), so that
+                         // warpgroup 1's P V(t) queues behind S(t + 1) and runs during the softmax of t + 1.
+                         // Measured slower (H200, 8k, 128 heads: 10.06 against 9.56 ms; FP8 staged 18.71 against
+                         // 16.71): development switch, off.
 #define MJ_MQA90_LATEHO 0
 #endif
 #ifndef MJ_MQA90_SPLITREL  // bf16, schedule 1: the producer refills column blocks 4-8 of a slot once warpgroup 1 is
-                           // done with it (and warpgroup 0 handed the tile over), blocks 0-3 once warpgroup 0 is
+                           // done with it (and warpgroup 0 handed the tile over), blocks 0-3 once warpgroup 0 is, so
+                           // 40 of the 72 KB are in flight before warpgroup 0 releases the slot. Development switch,
+                           // not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
 #define MJ_MQA90_SPLITREL 0
 #endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
@@ -388,12 +400,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // ---- FP8 producer, staged in shared memory: warp pw owns rows 16 pw .. 16 pw + 15 of every tile and works
         // alone (no barrier with the other producer warps). Tile t lands in slot t % 2 as raw rows: the 512 codes in
         // the warp's own rows of blocks 4-7 (raw_off), k_pe (bf16) straight into block 8, the 4 scales into the P
-        // region; one cp.async group a tile. Then the warp dequantizes shared -> shared, one output column block
-        // a pass (a lane: 32 codes of one row, two 16-byte loads, four 16-byte stores), and arrives on full.
-        // Tile t + 1 is issued into the other slot as soon as warpgroup 1 is done with tile t - 1 (empty_hi: its
-        // P V read blocks 4-8 last; warpgroup 0's P V reads blocks 0-3, which only the dequantization writes,
-        // after "empty"); between passes the warp tests empty_hi without blocking, so the loads of t + 1 are in
-        // flight while t is converted. Rows past the key set load zeros (codes and scales).
+        // region; two cp.async groups a tile (blocks 0-3 with k_pe and the scales, then blocks 4-7). Then the warp
+        // dequantizes shared -> shared, one output column block a pass (a lane: 32 codes of one row, two 16-byte
+        // loads, four 16-byte stores; passes 0-3 start when the first group has landed), and arrives on full.
+        // Tile t + 1 is issued into the other slot as soon as tile t - 1's empty_hi completes (warpgroup 0 handed
+        // it over: S read blocks 4-8, P is stored in block 8; warpgroup 1's P V read blocks 4-8 last); warpgroup
+        // 0's P V reads blocks 0-3, which only the dequantization writes, after "empty". Between passes the warp
+        // tests empty_hi without blocking, so the copies of t + 1 are in flight while t is converted. Rows past
+        // the key set load zeros (codes and scales).
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
         const unsigned ring = mj90::smem_u32(smem + kOffK);
