@@ -47,179 +47,7 @@
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
 
-// ================= Hopper PTX wrappers (namespace mj90; the lead folds them into kernels_src/sm90.cuh) =================
-namespace mj90 {
-
-MJ_DEVICE unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-MJ_DEVICE void mbar_init(unsigned long long* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-MJ_DEVICE void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-MJ_DEVICE void mbar_arrive(unsigned long long* bar) {
-    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(smem_u32(bar)) : "memory");
-}
-MJ_DEVICE void mbar_wait(unsigned long long* bar, unsigned phase) {
-    asm volatile(
-        "{\n .reg .pred p;\n MJ90_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra MJ90_WAIT;\n}" ::"r"(
-            smem_u32(bar)),
-        "r"(phase)
-        : "memory");
-}
-MJ_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-MJ_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-MJ_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-MJ_DEVICE void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Shared-memory matrix descriptor: start address, leading / stride byte offsets, swizzle (128/64/32/0 B).
-MJ_DEVICE unsigned long long smem_desc(const void* smem, int swizzle_bytes, int sbo_bytes, int lbo_bytes) {
-    const unsigned long long layout = swizzle_bytes == 128 ? 1ull : swizzle_bytes == 64 ? 2ull : swizzle_bytes == 32 ? 3ull : 0ull;
-    return (unsigned long long)((smem_u32(smem) & 0x3FFFF) >> 4) | ((unsigned long long)((lbo_bytes >> 4) & 0x3FFF) << 16) |
-           ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (layout << 62);
-}
-// The same from a shared-window address (cheaper in loops: add byte offsets to the address, not the pointer).
-MJ_DEVICE unsigned long long smem_desc_addr(unsigned addr, int swizzle_bytes, int sbo_bytes, int lbo_bytes) {
-    const unsigned long long layout = swizzle_bytes == 128 ? 1ull : swizzle_bytes == 64 ? 2ull : swizzle_bytes == 32 ? 3ull : 0ull;
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo_bytes >> 4) & 0x3FFF) << 16) |
-           ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (layout << 62);
-}
-
-template <int R>
-MJ_DEVICE void setmaxnreg_inc() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
-}
-template <int R>
-MJ_DEVICE void setmaxnreg_dec() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
-}
-// barrier.sync without .aligned (bar.sync is the .aligned form): the softmax reaches its P hand-over barrier
-// straight out of lane-divergent code (the alpha stores, the O rescale), and compute-sanitizer synccheck
-// reported "divergent thread(s)" at the aligned form on the H200 (2026-12-03); the plain form is defined for
-// a warp that arrives in pieces.
-MJ_DEVICE void named_bar_sync(int id, int threads) { asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
-MJ_DEVICE void named_bar_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
-
-MJ_DEVICE void cp_async_16(void* smem, const void* gmem, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-MJ_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-MJ_DEVICE void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-// Extra (not in the shared vocabulary): 16 / 4 bytes of read-only global data, kept out of L1.
-MJ_DEVICE void ld_global_nc_v4(mj_u32 (&r)[4], const void* g) {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(g));
-}
-MJ_DEVICE float ld_global_nc_f32(const void* g) {
-    float v;
-    asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(g));
-    return v;
-}
-// Extra (not in the shared vocabulary), for the 2-CTA pair (MJ_MQA90_PAIR): cluster rank, the address of the
-// same shared-memory location in CTA `rank` of the cluster, arrivals on a peer's mbarrier, a wait that
-// acquires at cluster scope, bulk copies into a peer's shared memory, the cluster barrier.
-MJ_DEVICE unsigned cluster_ctarank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-MJ_DEVICE unsigned mapa_shared(unsigned addr, unsigned rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-MJ_DEVICE void mbar_arrive_cluster(unsigned cluster_addr) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
-}
-MJ_DEVICE void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-MJ_DEVICE void mbar_wait_cluster(unsigned long long* bar, unsigned phase) {
-    asm volatile(
-        "{\n .reg .pred p;\n MJ90_WAITC:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n @!p bra MJ90_WAITC;\n}" ::"r"(
-            smem_u32(bar)),
-        "r"(phase)
-        : "memory");
-}
-MJ_DEVICE void bulk_copy_to_peer(unsigned dst_cluster, unsigned src_cta, unsigned bytes, unsigned bar_cluster) {
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst_cluster),
-                 "r"(src_cta), "r"(bytes), "r"(bar_cluster)
-                 : "memory");
-}
-MJ_DEVICE void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-// Extra (not in the shared vocabulary): cp.async to a shared-window address (zero-fill when !valid), and a
-// non-blocking test of an mbarrier phase.
-MJ_DEVICE void cp_async_16_addr(unsigned saddr, const void* gmem, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-MJ_DEVICE bool mbar_test(unsigned long long* bar, unsigned phase) {
-    unsigned ok;
-    asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(ok) : "r"(smem_u32(bar)), "r"(phase) : "memory");
-    return ok != 0u;
-}
-// Extra (not in the shared vocabulary): the completion of this thread's earlier cp.async arrives on `bar`
-// (noinc: the barrier's expected count includes these arrivals).
-MJ_DEVICE void cp_async_mbar_arrive_noinc(unsigned long long* bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-
-// D[64 x 32] (fp32, 16 registers a thread) += A[64 x 16] . B[16 x 32], A and B from shared memory
-// (descriptors); trans_b = 1 reads B as MN-major (V stored [key][column]), 0 as K-major.
-template <int TRANS_B>
-MJ_DEVICE void wgmma_m64n32k16_ss(float (&d)[16], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %19, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, %18;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(desc_a), "l"(desc_b), "n"(TRANS_B), "r"(1));
-}
-
-// D[64 x 256] (fp32, 128 registers a thread) += A[64 x 16] . B[16 x 256], A and B from shared memory
-// (descriptors); trans_b = 1 reads B as MN-major (V stored [key][column]), 0 as K-major.
-template <int TRANS_B>
-MJ_DEVICE void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %131, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, %130;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(desc_a), "l"(desc_b), "n"(TRANS_B), "r"(1));
-}
-
-
-// D[64 x 64] (fp32, 32 registers a thread) += A[64 x 16] . B[16 x 64], both from shared memory, B K-major.
-MJ_DEVICE void wgmma_m64n64k16_ss(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-
-// D[64 x 256] (fp32, 128 registers a thread) += A[64 x 16] . B[16 x 256], A from registers (four bf16x2 a
-// thread, the m16n8k16 A-fragment layout per warp: the layout of a bf16-packed m64nN accumulator), B from
-// shared memory; trans_b = 1 reads B as MN-major.
-template <int TRANS_B>
-MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %134, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, %133;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(1));
-}
-
-}  // namespace mj90
+#include "sm90.cuh"
 // ================= end of the Hopper PTX wrappers =================
 
 #ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
@@ -704,7 +532,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
 
     mj90::cp_async_wait<0>();
     mj90::fence_proxy_async();                   // Q, written by cp.async, is read by wgmma
-    mj90::named_bar_sync(kBarEnd, kConsumers);
+    mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);
 
     float o[128];
 #pragma unroll
@@ -808,7 +636,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
             };
             auto hand_over = [&](int t) {
-                if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);
+                if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync_unaligned(kBarP0 + (t & 1), kConsumers);
                 else mj90::named_bar_arrive(kBarP0 + (t & 1), kConsumers);
                 // Staged FP8: warpgroup 0 is done with blocks 4-8 of the slot (S has read them, P is stored): its own
                 // arrival on empty_hi orders its P stores before the producer's next copies into block 8 directly.
@@ -849,7 +677,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             for (int t = 0; t < ntiles; ++t) {
                 const int slot = t % kS;
                 const unsigned tile = sk + slot * kTileBytes;
-                mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);  // P of t and its rescale factors are in place
+                mj90::named_bar_sync_unaligned(kBarP0 + (t & 1), kConsumers);  // P of t and its rescale factors are in place
                 const float al0 = s_alpha[(t & 1) * 64 + row0], al1 = s_alpha[(t & 1) * 64 + row0 + 8];
                 if (al0 != 1.f || al1 != 1.f) {
 #pragma unroll
@@ -873,7 +701,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
         }
         // ---- epilogue: lse / max_logits (warpgroup 0 holds the maxima), O normalized and stored ----
-        mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q and the tiles is done; the row sums are in place
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);  // every wgmma read of Q and the tiles is done; the row sums are in place
         L0 = s_lsum[row0];
         L1 = s_lsum[row0 + 8];
     } else {
@@ -924,7 +752,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 s_max[wg * 64 + row0] = mx0;
                 s_max[wg * 64 + row0 + 8] = mx1;
             }
-            mj90::named_bar_sync(kBarMax, kConsumers);
+            mj90::named_bar_sync_unaligned(kBarMax, kConsumers);
             mx0 = fmaxf(mx0, s_max[(1 - wg) * 64 + row0]);
             mx1 = fmaxf(mx1, s_max[(1 - wg) * 64 + row0 + 8]);
             const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
@@ -959,7 +787,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 }
             }
             mj90::fence_proxy_async();  // P (ordinary stores) is read by wgmma
-            mj90::named_bar_sync(kBarP, kConsumers);
+            mj90::named_bar_sync_unaligned(kBarP, kConsumers);
         };
 
 #if MJ_MQA90_OVERLAP
@@ -1006,12 +834,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // ---- epilogue (schedule 0): total row sums across the two warpgroups, lse / max_logits, O normalized and stored ----
         l0 = mj_warp_sum4(l0);
         l1 = mj_warp_sum4(l1);
-        mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q, P and the maxima scratch is done
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);  // every wgmma read of Q, P and the maxima scratch is done
         if (q4 == 0) {
             s_max[wg * 64 + row0] = l0;
             s_max[wg * 64 + row0 + 8] = l1;
         }
-        mj90::named_bar_sync(kBarEnd, kConsumers);
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);
         L0 = l0 + s_max[(1 - wg) * 64 + row0];
         L1 = l1 + s_max[(1 - wg) * 64 + row0 + 8];
     }
@@ -1036,7 +864,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         *(mj_u32*)(smem + (row0 + 8) * 1024 + ((ch ^ ((row0 + 8) & 7)) << 4) + q4 * 4) =
             mj_pack_bf16x2(o[4 * i + 2] * inv1, o[4 * i + 3] * inv1);
     }
-    mj90::named_bar_sync(kBarEnd, kConsumers);
+    mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);
     unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
     for (int i = tid; i < kH * 64; i += kConsumers) {
         const int r = i >> 6, c = i & 63;
