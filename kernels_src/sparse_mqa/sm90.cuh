@@ -46,6 +46,7 @@
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
+#include "sparse_mqa/online_softmax.cuh"
 
 #include "sm90.cuh"
 // ================= end of the Hopper PTX wrappers =================
@@ -160,6 +161,20 @@ static_assert(kOffScale + kS * 1024 <= kOffP + kBlk, "the staged FP8 scales fit 
 // (block 7's own codes: read before the stores).
 MJ_DEVICE unsigned raw_off(int pw, int b, int i, int q) {
     return (unsigned)((4 + (b >> 1)) * kBlk + pw * 2048 + (b & 1) * 1024 + i * 64 + ((q ^ ((i >> 1) & 1)) << 4));
+}
+
+// O (the m64n512 accumulator of one math warpgroup, rows row0 and row0 + 8 of each thread) times the
+// rows' alphas; skipped when neither row's max moved.
+MJ_DEVICE void rescale_o(float (&o)[128], float al0, float al1) {
+    if (al0 != 1.f || al1 != 1.f) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            o[4 * i] *= al0;
+            o[4 * i + 1] *= al0;
+            o[4 * i + 2] *= al1;
+            o[4 * i + 3] *= al1;
+        }
+    }
 }
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
@@ -597,13 +612,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     }
                 mx0 = mj_warp_max4(mx0);
                 mx1 = mj_warp_max4(mx1);
-                const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-                // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
-                const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
-                const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
-                const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
-                m0 = mn0;
-                m1 = mn1;
+                float ms0, ms1, al0, al1;
+                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
                 float rs0 = 0.f, rs1 = 0.f;
                 unsigned char* prow0 = tile_g + 8 * kBlk + row0 * 128;
                 unsigned char* prow1 = prow0 + 8 * 128;
@@ -624,15 +634,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     s_alpha[(t & 1) * 64 + row0] = al0;
                     s_alpha[(t & 1) * 64 + row0 + 8] = al1;
                 }
-                if (al0 != 1.f || al1 != 1.f) {
-#pragma unroll
-                    for (int i = 0; i < 32; ++i) {
-                        o[4 * i] *= al0;
-                        o[4 * i + 1] *= al0;
-                        o[4 * i + 2] *= al1;
-                        o[4 * i + 3] *= al1;
-                    }
-                }
+                rescale_o(o, al0, al1);
                 mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
             };
             auto hand_over = [&](int t) {
@@ -679,15 +681,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 const unsigned tile = sk + slot * kTileBytes;
                 mj90::named_bar_sync_unaligned(kBarP0 + (t & 1), kConsumers);  // P of t and its rescale factors are in place
                 const float al0 = s_alpha[(t & 1) * 64 + row0], al1 = s_alpha[(t & 1) * 64 + row0 + 8];
-                if (al0 != 1.f || al1 != 1.f) {
-#pragma unroll
-                    for (int i = 0; i < 32; ++i) {
-                        o[4 * i] *= al0;
-                        o[4 * i + 1] *= al0;
-                        o[4 * i + 2] *= al1;
-                        o[4 * i + 3] *= al1;
-                    }
-                }
+                rescale_o(o, al0, al1);
                 mj90::wgmma_fence();
                 if constexpr (MJ_MQA90_DEV_SKIP != 1) {
 #pragma unroll
@@ -755,13 +749,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             mj90::named_bar_sync_unaligned(kBarMax, kConsumers);
             mx0 = fmaxf(mx0, s_max[(1 - wg) * 64 + row0]);
             mx1 = fmaxf(mx1, s_max[(1 - wg) * 64 + row0 + 8]);
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
-            const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
-            const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
-            const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
-            m0 = mn0;
-            m1 = mn1;
+            float ms0, ms1, al0, al1;
+            mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
             float rs0 = 0.f, rs1 = 0.f;
             unsigned char* prow0 = smem + kOffP + row0 * 128;
             unsigned char* prow1 = prow0 + 8 * 128;
@@ -777,15 +766,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
             l0 = l0 * al0 + rs0;
             l1 = l1 * al1 + rs1;
-            if (al0 != 1.f || al1 != 1.f) {
-#pragma unroll
-                for (int i = 0; i < 32; ++i) {
-                    o[4 * i] *= al0;
-                    o[4 * i + 1] *= al0;
-                    o[4 * i + 2] *= al1;
-                    o[4 * i + 3] *= al1;
-                }
-            }
+            rescale_o(o, al0, al1);
             mj90::fence_proxy_async();  // P (ordinary stores) is read by wgmma
             mj90::named_bar_sync_unaligned(kBarP, kConsumers);
         };
