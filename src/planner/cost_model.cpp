@@ -179,6 +179,12 @@ MqaTimes CostModel::mqa(const AttnShape& s) const {
     return {rates_.absorb.ms(absorb_flops(s)), t.rate.ms(mqa_attn_flops(s, t.tile, rates_.mqa_skips_padding))};
 }
 
+double CostModel::mha_fixed_ms(bool masked) const {
+    return rates_.upproj.overhead_ms + rates_.mha_attn.overhead_ms + (masked ? rates_.mask.overhead_ms : 0.0);
+}
+
+double CostModel::mqa_fixed_ms(int heads) const { return rates_.absorb.overhead_ms + mqa_tile(heads).rate.overhead_ms; }
+
 PathTimes CostModel::predict(const AttnShape& s) const {
     return {mha(s, s.s_k > s.topk).total(), mqa(s).total()};
 }
