@@ -606,37 +606,40 @@ TEST_CASE("planner: crossovers derived from cells, and the measuring hook") {
 }
 
 TEST_CASE("planner: mlajit's own H200 rates reproduce its calibration run") {
-    // Cells of docs/calibration/NVIDIA_H200_2026-12-02.json (whole mlajit_mla_prefill paths, ms), which the
-    // sparse MQA rates were fitted to: the model must land within the fit's worst error (12.3 %) plus a
-    // margin. That run's MHA path was the portable tier; the masked-attention rate now follows the Hopper
-    // tier (2026-12-03 kernel times below), so its MHA column only gives the winners: MHA got faster, so
-    // every cell it won it still wins; the two cells MQA won stay MQA's in the model (MHA 8 % and 17 %
-    // slower than the measured MQA: close), which only a calibration run on the Hopper tier can confirm.
+    // Cells of docs/calibration/NVIDIA_H200_2026-12-03_hopper.json (whole mlajit_mla_prefill paths, ms,
+    // Hopper tier), which the rates were fitted to (cost_model.cpp): each path within the fit's worst error
+    // (20.0 % MQA, 17.3 % MHA) plus a margin, and the winner as measured where the two paths are more than
+    // 10 % apart (the fit misses 3 of 48 masked cells, all within 2 %).
     struct Cell {
         int heads;
         long s_q, s_k;
         double mha_ms, mqa_ms;
     };
-    const Cell cells[] = {{128, 4096, 16384, 17.752, 8.281}, {128, 8192, 8192, 10.324, 14.946},
-                          {16, 16384, 16384, 5.053, 8.835},  {32, 8192, 32768, 17.441, 7.204},
-                          {64, 2048, 4096, 1.135, 2.153},    {16, 1024, 4096, 0.216, 0.637}};
+    const Cell cells[] = {{128, 4096, 8192, 3.562, 6.262},    {128, 8192, 32768, 33.767, 14.365},
+                          {128, 16384, 16384, 19.737, 24.013}, {64, 2048, 4096, 0.580, 1.551},
+                          {64, 16384, 65536, 65.672, 14.984},  {32, 8192, 16384, 3.302, 6.187},
+                          {32, 16384, 65536, 32.762, 13.806},  {16, 4096, 16384, 1.074, 3.218},
+                          {16, 16384, 32768, 6.228, 12.849},   {16, 1024, 4096, 0.121, 0.786}};
     const CostModel m(h200_mlajit_rates());
     for (const Cell& c : cells) {
         CAPTURE(c.heads);
         CAPTURE(c.s_q);
         CAPTURE(c.s_k);
         const PathTimes t = m.predict({c.s_q, c.s_k, c.heads, kTopk});
-        CHECK(t.mqa_ms == doctest::Approx(c.mqa_ms).epsilon(0.15));
-        CHECK((t.mha_ms < t.mqa_ms) == (c.mha_ms < c.mqa_ms));
+        CHECK(t.mqa_ms == doctest::Approx(c.mqa_ms).epsilon(0.22));
+        CHECK(t.mha_ms == doctest::Approx(c.mha_ms).epsilon(0.20));
+        if (std::max(c.mha_ms, c.mqa_ms) > 1.1 * std::min(c.mha_ms, c.mqa_ms))
+            CHECK((t.mha_ms < t.mqa_ms) == (c.mha_ms < c.mqa_ms));
     }
-    // Masked attention alone (Hopper tier's masked kernel with the mask stage, H200 2026-12-03, mask build
-    // excluded): within 10 % (the fit: 0.8 %).
+    // Masked attention alone (Hopper tier's masked kernel v5, H200 2026-12-03, mask build excluded,
+    // docs/calibration/mha_sm90_v5_rates_2026-12-03.md): within 10 % (the whole-path fit's rate is 1 % above
+    // the kernel-alone fit's 656.1).
     struct KernelCell {
         int heads;
         long s;
         double ms;
     };
-    for (const KernelCell& k : {KernelCell{128, 8192, 4.550}, KernelCell{16, 16384, 2.268}}) {
+    for (const KernelCell& k : {KernelCell{128, 8192, 4.345}, KernelCell{16, 16384, 2.059}}) {
         CAPTURE(k.heads);
         CAPTURE(k.s);
         CHECK(m.mha({k.s, k.s, k.heads, kTopk}, true).attn_ms == doctest::Approx(k.ms).epsilon(0.10));

@@ -89,29 +89,60 @@ CalibrationTable h200_like_table(int heads) {
 
 }  // namespace
 
+// The rates the one call was routed with when issue 13's batch was measured (before the Hopper-tier refit
+// of 2026-12-03): the per-request rule sent that batch to the slower path.
+KernelRates rates_of_2026_12_02() {
+    KernelRates r = h200_anchor_rates();
+    r.upproj = {505.8, 0.0};
+    r.mha_attn = {656.1, 0.0564};
+    r.mqa_tiles = {{16, 16, {125.9, 0.0012}}, {32, 32, {169.2, 0.0584}}, {128, 64, {293.5, 0.0699}}};
+    r.mqa_attn = r.mqa_tiles.back().rate;
+    r.mqa_skips_padding = true;
+    return r;
+}
+
 TEST_CASE("planner batch: 64 x (64 new over 3000 cached) at 16 heads routes to masked MHA") {
-    // Measured on the H200 (2026-12-03, mlajit-bench --heads 16 --batch 64 --s-q 64 --s-k 3064, bf16 and
-    // FP8 cache alike): sparse MQA forced 3.06 ms, masked MHA forced 1.93 ms, the per-request rule chose
-    // sparse MQA (2.98 ms). Alone, each request is a near-tie with sparse ahead (its fixed costs counted 64
-    // times); batched, masked MHA's work is 1.9 ms against sparse MQA's 2.4.
+    // Measured on the H200 (2026-12-03, mlajit-bench --kv fp8 --heads 16 --batch 64 --s-q 64 --s-k 3064,
+    // bf16 and FP8 paged cache alike): sparse MQA forced 3.057 ms, masked MHA forced 1.931 ms; the
+    // per-request rule chose sparse MQA (2.984 ms).
+    const std::vector<Request> batch(64, Request{64, 3064});
     for (KvFormat kv : {KvFormat::bf16, KvFormat::fp8}) {
+        // The shipped rates: masked MHA, one step, both paths' batched times near the measured ones.
         const Planner p = planner_for(16, std::nullopt, kv);
-        const std::vector<Request> batch(64, Request{64, 3064});
-        const Plan per_request = p.plan_per_request(batch);
         const Plan plan = p.plan(batch);
-        CHECK(per_request.group(Path::sparse_mqa).size() == 64);  // the old rule's choice
         CHECK(plan.group(Path::masked_mha).size() == 64);
         CHECK(plan.steps() == 1);
-        const double masked = plan.predicted_ms();
-        const double sparse = per_request.predicted_ms();
-        MESSAGE("16 heads, 64 x 64/3064: predicted masked MHA " << masked << " ms (measured 1.931), sparse MQA " << sparse
-                                                               << " ms (measured 3.057); per request alone "
-                                                               << per_request.standalone_ms() << " ms summed");
-        CHECK(masked == doctest::Approx(1.931).epsilon(0.15));
-        CHECK(masked < sparse);
-        // What the old rule predicted (each request with its own fixed costs) is far from either.
-        CHECK(per_request.standalone_ms() > 2 * sparse);
+        std::vector<Path> sparse(64, Path::sparse_mqa);
+        const double masked_ms = plan.predicted_ms(), sparse_ms = cost_with(plan, sparse);
+        MESSAGE("16 heads, 64 x 64/3064, shipped rates: predicted masked MHA " << masked_ms << " ms (measured 1.931), "
+                << "sparse MQA " << sparse_ms << " ms (measured 3.057)");
+        CHECK(masked_ms == doctest::Approx(1.931).epsilon(0.15));
+        CHECK(sparse_ms == doctest::Approx(3.057).epsilon(0.15));
+
+        // The rates of the measurement: alone, each request is a near-tie with sparse ahead (its fixed
+        // costs counted 64 times); batched, masked MHA is 1.9 ms of work against sparse MQA's 2.4.
+        PlannerOptions o;
+        o.heads = 16;
+        o.topk = kTopk;
+        o.rates = rates_of_2026_12_02();
+        o.kv_format = kv;
+        const Planner old = Planner(o);
+        const Plan per_request = old.plan_per_request(batch);
+        CHECK(per_request.group(Path::sparse_mqa).size() == 64);  // what the call did
+        const Plan fixed = old.plan(batch);
+        CHECK(fixed.group(Path::masked_mha).size() == 64);
+        CHECK(fixed.predicted_ms() < per_request.predicted_ms());
+        CHECK(per_request.standalone_ms() > 2 * per_request.predicted_ms());  // 64 fixed costs: far off
     }
+    // At 32 heads the shipped rates turn it the other way: alone, sparse MQA's larger fixed cost decides
+    // (80 us against 37), so each request is faster on masked MHA; batched, its smaller variable cost
+    // (47 us a request against 57) does, so the batch is faster on sparse MQA. Predicted only.
+    const Planner p32 = planner_for(32);
+    CHECK(p32.plan_per_request(batch).group(Path::masked_mha).size() == 64);
+    const Plan b32 = p32.plan(batch);
+    CHECK(b32.group(Path::sparse_mqa).size() == 64);
+    MESSAGE("32 heads, 64 x 64/3064: predicted sparse MQA " << b32.predicted_ms() << " ms, masked MHA "
+            << cost_with(b32, std::vector<Path>(64, Path::masked_mha)) << " ms");
 }
 
 TEST_CASE("planner batch: one request routes as the per-request rule did") {
@@ -162,18 +193,18 @@ TEST_CASE("planner batch: mixed lengths") {
     CHECK(plan.predicted_ms() < p.plan_per_request(batch).predicted_ms());
 
     // A request whose own preference is weak follows its neighbours' path (two steps fewer), one whose
-    // preference is strong keeps its path and its own step. 128 heads: a step costs 0.062 ms of fixed
-    // cost on masked MHA, 0.119 on sparse MQA; 1024 over 10500 is 0.16 ms faster alone on masked MHA
-    // (0.10 ms of variable cost), 1024 over 4096 1.4 ms.
+    // preference is strong keeps its path and its own step. 128 heads, shipped rates: a step's fixed cost
+    // is 37 us on masked MHA, 90 us on sparse MQA; 1024 over 8300 is 0.12 ms faster alone on masked MHA,
+    // 0.07 ms in variable cost (less than the two steps' 0.13 ms); 1024 over 4096 0.9 ms.
     const Planner p128 = planner_for(128);
-    for (long s_k : {10500L, 4096L}) {
+    for (long s_k : {8300L, 4096L}) {
         CAPTURE(s_k);
         const std::vector<Request> runs = {{4096, 32768}, {4096, 32768}, {1024, s_k}, {4096, 32768}};
         const Plan r = p128.plan(runs);
         const Plan alone = p128.plan_per_request(runs);
         CHECK(alone.requests[2].path == Path::masked_mha);
-        CHECK(r.requests[2].path == (s_k == 10500 ? Path::sparse_mqa : Path::masked_mha));
-        CHECK(r.steps() == (s_k == 10500 ? 1u : 3u));
+        CHECK(r.requests[2].path == (s_k == 8300 ? Path::sparse_mqa : Path::masked_mha));
+        CHECK(r.steps() == (s_k == 8300 ? 1u : 3u));
         CHECK(r.predicted_ms() <= alone.predicted_ms());
         for (size_t i : {0, 1, 3}) CHECK(r.requests[i].path == Path::sparse_mqa);
     }

@@ -17,7 +17,9 @@ it scores the refit model on the off-grid shapes of a `mlajit-warmup calibrate -
 under "evaluation on shapes the table was not measured at"): how often it picks the faster measured path,
 and the time lost against always picking it.
 
-usage: fit_rates.py NVIDIA_H200.json [--evaluate calibrate.log]
+--upproj T pins the up-projection's rate at T TFLOP/s instead of fitting it (see main()).
+
+usage: fit_rates.py NVIDIA_H200.json [--upproj TFLOPS] [--evaluate calibrate.log]
 """
 import json
 import math
@@ -65,7 +67,7 @@ def tile(h):
     return 16 if h <= 16 else 32 if h <= 32 else 64
 
 
-def main(path):
+def main(path, upproj_tflops=None):
     t = json.load(open(path))
     topk = t["topk"]
     cells = t["cells"]
@@ -77,9 +79,15 @@ def main(path):
     sparse = lambda c: 2.0 * valid(c["s_q"], c["s_k"], topk) * math.ceil(c["heads"] / tile(c["heads"])) * tile(c["heads"]) * 1088
 
     masked = [c for c in cells if c["s_k"] > topk]
-    o, a, b = wls([[1.0, up(c), att(c)] for c in masked], [c["mha_ms"] - mask(c) for c in masked])
-    print(f"MHA (masked cells, {len(masked)}): overhead {o*1e3:.1f} us, upproj {1/a/1e9:.1f} TFLOP/s, "
-          f"attention {1/b/1e9:.1f} TFLOP/s")
+    if upproj_tflops:
+        # The up-projection pinned (its rate is weakly determined by cells with s_k <= 4 s_q, where the
+        # attention dominates; a chunked-prefill batch, s_k >> s_q, is mostly up-projection).
+        a = 1 / (upproj_tflops * 1e9)
+        o, b = wls([[1.0, att(c)] for c in masked], [c["mha_ms"] - mask(c) - up(c) * a for c in masked])
+    else:
+        o, a, b = wls([[1.0, up(c), att(c)] for c in masked], [c["mha_ms"] - mask(c) for c in masked])
+    print(f"MHA (masked cells, {len(masked)}): overhead {o*1e3:.1f} us, upproj {1/a/1e9:.1f} TFLOP/s"
+          f"{' (pinned)' if upproj_tflops else ''}, attention {1/b/1e9:.1f} TFLOP/s")
     mha_pred = lambda c: o + up(c) * a + att(c) * b + (mask(c) if c["s_k"] > topk else 0.0)
     tiles = {}
     for tl in (16, 32, 64):
@@ -160,10 +168,12 @@ def evaluate(log_path, mha_pred, mqa_pred, topk):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if not args or args[0].startswith("-"):
+    opts = {}
+    while len(args) >= 3 and args[-2] in ("--evaluate", "--upproj"):
+        opts[args[-2]] = args[-1]
+        args = args[:-2]
+    if len(args) != 1 or args[0].startswith("-"):
         sys.exit(__doc__)
-    preds = main(args[0])
-    if len(args) == 3 and args[1] == "--evaluate":
-        evaluate(args[2], *preds, json.load(open(args[0]))["topk"])
-    elif len(args) != 1:
-        sys.exit(__doc__)
+    preds = main(args[0], float(opts["--upproj"]) if "--upproj" in opts else None)
+    if "--evaluate" in opts:
+        evaluate(opts["--evaluate"], *preds, json.load(open(args[0]))["topk"])
