@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -190,7 +190,7 @@ TEST_CASE("planner batch: mixed lengths") {
     CHECK(plan.requests[34].path == Path::dense_mha);
     CHECK(plan.steps() == 5);
     CHECK(plan.group(Path::masked_mha).size() == 32);
-    CHECK(plan.predicted_ms() < p.plan_per_request(batch).predicted_ms());
+    CHECK(plan.predicted_ms() <= p.plan_per_request(batch).predicted_ms());
 
     // A request whose own preference is weak follows its neighbours' path (two steps fewer), one whose
     // preference is strong keeps its path and its own step. 128 heads, shipped rates: a step's fixed cost
@@ -265,25 +265,35 @@ TEST_CASE("planner batch: overrides keep their meaning") {
 
 TEST_CASE("planner batch: host time of plan() (measured, reported, not asserted)") {
     // The planner runs on every call's host path. Reported for batches of 1, 64 and 4096 requests, with
-    // the cost model and with a calibration table (which answers the requests inside its grid).
+    // the cost model and with a calibration table (which answers the requests inside its grid): the
+    // thread's CPU time per plan() (best of 5 rounds; wall time on a shared machine counts other
+    // processes' turns).
     const uint64_t seed = fresh_seed();
     std::mt19937_64 rng(seed);
+    auto cpu_us = [] {
+        timespec t{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return double(t.tv_sec) * 1e6 + double(t.tv_nsec) * 1e-3;
+    };
     for (bool with_table : {false, true}) {
         const Planner p = with_table ? planner_for(16, h200_like_table(16)) : planner_for(16);
         for (size_t n : {size_t(1), size_t(64), size_t(4096)}) {
             const std::vector<Request> batch = random_batch(rng, n);
-            const int reps = n >= 4096 ? 20 : 2000;
+            const int reps = n >= 4096 ? 20 : n >= 64 ? 2000 : 20000;
             size_t sink = 0;
-            double best_us = 1e30;
-            for (int rep = 0; rep < 5; ++rep) {
-                const auto t0 = std::chrono::steady_clock::now();
+            double best_us = 1e30, per_request_us = 1e30;  // plan(), and the per-request rule for reference
+            for (int round = 0; round < 5; ++round) {
+                double t0 = cpu_us();
                 for (int i = 0; i < reps; ++i) sink += p.plan(batch).steps();
-                const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-                best_us = std::min(best_us, us / reps);
+                best_us = std::min(best_us, (cpu_us() - t0) / reps);
+                t0 = cpu_us();
+                for (int i = 0; i < reps; ++i) sink += p.plan_per_request(batch).steps();
+                per_request_us = std::min(per_request_us, (cpu_us() - t0) / reps);
             }
             CHECK(sink > 0);
-            MESSAGE("plan() of " << n << " requests, " << (with_table ? "with a table" : "cost model only") << ": "
-                                 << best_us << " us (" << best_us * 1e3 / double(n) << " ns per request)");
+            MESSAGE("plan() of " << n << " requests, " << std::string(with_table ? "with a table" : "cost model only")
+                                 << ": " << best_us << " us CPU (" << best_us * 1e3 / double(n)
+                                 << " ns per request; the per-request rule " << per_request_us << " us)");
         }
     }
 }
