@@ -175,9 +175,10 @@ MLAJIT_API mlajit_status mlajit_topk_mask_build(mlajit_handle handle, const mlaj
                                                 void* stream);
 
 /* ---------------------------------------------------------------------------------------------------
- * Planner: per request, the path predicted fastest (dense MHA when s_k <= topk, the MODEL's top-k, > 0;
- * else masked MHA or sparse
- * MQA). Predictions come from a calibration table for gpu_name (in the cache, or MLAJIT_PLAN_TABLE) when
+ * Planner: per request, a path (dense MHA when s_k <= topk, the MODEL's top-k, > 0; else masked MHA or
+ * sparse MQA, chosen for the whole batch: the one call runs each run of consecutive requests of one path
+ * as one batched step, so the plan of least predicted call time is taken, not each request's fastest
+ * alone). Predictions come from a calibration table for gpu_name (in the cache, or MLAJIT_PLAN_TABLE) when
  * there is one, else from a cost model with constants measured on the H200. MLAJIT_PATH and
  * MLAJIT_MASKED_MHA_MAX_SEQ override. gpu_name may be NULL. Output arrays have n entries; the two time
  * arrays may be NULL. */

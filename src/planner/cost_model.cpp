@@ -78,15 +78,29 @@ double causal_pairs(long s_q, long s_k) {
 // kernel, kernels_src/mha/sm90.cuh, the mask words copied by cp.async; docs/calibration/
 // mha_sm90_v5_rates_2026-12-03.md): masked h 128 S 8k 4.345 ms, h 16 S 8k 0.596, h 16 S 16k 2.059; with the
 // overhead kept from the fit above (three large cells cannot pin it), 656.1 TFLOP/s, cells within 4.5 %.
-// Not refitted yet: sparse attention at head tile 64 on the Hopper tier's schedule 1 (sparse_mqa/sm90.cuh,
-// harness 2026-12-03: h 128 s_q = s_kv = 8k 9.70 ms, ~422 TFLOP/s over the valid indices, 1.44x the 293.5
-// above) — its whole-path calibration has not run, and the test below checks these rates against the
-// 12-02 whole-path run, so until `mlajit-warmup calibrate` runs on the Hopper tier routing leans to MHA.
+// Refitted 2026-12-03 to the Hopper tier's whole-path calibration (`mlajit-warmup calibrate --evaluate`,
+// same 60-cell grid as 12-02, merged main of 12-03 with the Hopper MHA v5 and sparse MQA schedule-1
+// kernels; table and log in docs/calibration/NVIDIA_H200_2026-12-03_hopper.json and
+// calibrate_H200_2026-12-03_hopper.log), `tools/dev/fit_rates.py TABLE --upproj 505.8`:
+// - MHA: the up-projection pinned at the 12-02 cuBLASLt fit (the same GEMM; the grid's cells, s_k <= 4 s_q,
+//   are attention-bound and a free fit puts it at 675.6 TFLOP/s, which under-predicts issue 13's
+//   chunked-prefill batch, 64 x 64 new over 3000 cached at 16 heads, up-projection-bound: 1.48 ms against
+//   1.931 measured; pinned: 1.87); masked attention 662.7 TFLOP/s + 31.0 us (the one MHA overhead);
+//   rms 6.1 %, max 17.3 % (h 16, s_q = s_k = 4k: a quarter of a millisecond).
+// - Sparse attention over the valid indices, per tile: 16: 96.7 TFLOP/s (+ 0: the free fit's overhead was
+//   negative), 32: 200.7 + 30.4 us, 64 (Hopper schedule 1): 385.2 + 40.2 us; rms 7.9 %, max 20.0 % (h 32,
+//   s_q 8k, s_k 32k). The misses are the long contexts (s_k >= 4 s_q, -10..-20 %): the gather's L2 misses
+//   grow with the cached rows, which the FLOP count does not see. The 16-head tile (the portable kernel)
+//   measured slower than on 12-02 (h 16 s_q = s_k = 16k: 11.26 ms against 8.84).
+// - Winner right on 45 of 48 masked cells (the misses within 2 %); on the 44 off-grid shapes of the same
+//   run the refit model picks the faster path on 44 (the 12-02 rates: 42, 1.17 ms lost of 143.7).
+// - Fixed cost per step (batch-level routing, planner.h): masked MHA 31.0 + 6.0 (mask) = 37.0 us; sparse
+//   MQA 49.4 (absorption, anchors' fit) + the tile's overhead: 49.4 / 79.8 / 89.6 us at 16 / 32 / 64.
 KernelRates h200_mlajit_rates() {
     KernelRates r = h200_anchor_rates();
     r.upproj = {505.8, 0.0};
-    r.mha_attn = {656.1, 0.0564};
-    r.mqa_tiles = {{16, 16, {125.9, 0.0012}}, {32, 32, {169.2, 0.0584}}, {128, 64, {293.5, 0.0699}}};
+    r.mha_attn = {662.7, 0.0310};
+    r.mqa_tiles = {{16, 16, {96.7, 0.0}}, {32, 32, {200.7, 0.0304}}, {128, 64, {385.2, 0.0402}}};
     r.mqa_attn = r.mqa_tiles.back().rate;
     r.mqa_head_tile = 64;
     r.mqa_skips_padding = true;
@@ -178,6 +192,12 @@ MqaTimes CostModel::mqa(const AttnShape& s) const {
     const MqaTileRate t = mqa_tile(s.heads);
     return {rates_.absorb.ms(absorb_flops(s)), t.rate.ms(mqa_attn_flops(s, t.tile, rates_.mqa_skips_padding))};
 }
+
+double CostModel::mha_fixed_ms(bool masked) const {
+    return rates_.upproj.overhead_ms + rates_.mha_attn.overhead_ms + (masked ? rates_.mask.overhead_ms : 0.0);
+}
+
+double CostModel::mqa_fixed_ms(int heads) const { return rates_.absorb.overhead_ms + mqa_tile(heads).rate.overhead_ms; }
 
 PathTimes CostModel::predict(const AttnShape& s) const {
     return {mha(s, s.s_k > s.topk).total(), mqa(s).total()};

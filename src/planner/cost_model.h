@@ -108,6 +108,11 @@ public:
     // The sparse kernel variant (tile, rate) a request with `heads` heads runs.
     MqaTileRate mqa_tile(int heads) const;
     PathTimes predict(const AttnShape& s) const;
+    // What one step of a path pays once, however many requests the one call batches into it: the rates'
+    // overhead terms (launch set-up, small-grid tails, GEMM set-up). The rest of a request's time (the
+    // FLOP and index terms) is its share of the batched step. See planner.h, "Batch-level routing".
+    double mha_fixed_ms(bool masked) const;
+    double mqa_fixed_ms(int heads) const;
     const KernelRates& rates() const { return rates_; }
 
 private:

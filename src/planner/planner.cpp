@@ -1,6 +1,7 @@
 #include "planner/planner.h"
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string>
@@ -39,7 +40,23 @@ const char* path_name(Path p) {
     return "?";
 }
 
+size_t Plan::steps() const {
+    size_t n = 0;
+    for (size_t i = 0; i < requests.size(); ++i) n += i == 0 || requests[i].path != requests[i - 1].path;
+    return n;
+}
+
 double Plan::predicted_ms() const {
+    double sum = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        const Path p = requests[i].path;
+        if (i == 0 || p != requests[i - 1].path) sum += step_fixed_ms[size_t(p)];
+        sum += requests[i].chosen_var_ms();
+    }
+    return sum;
+}
+
+double Plan::standalone_ms() const {
     double sum = 0;
     for (const auto& r : requests) sum += r.chosen_ms();
     return sum;
@@ -71,6 +88,9 @@ Planner::Planner(PlannerOptions o) : o_(std::move(o)), model_(o_.rates) {
                                   "`mlajit-warmup calibrate` for {} heads.",
                                   o_.table->gpu_name, o_.heads, h, o_.heads));
     }
+    step_fixed_ms_[size_t(Path::dense_mha)] = model_.mha_fixed_ms(false);
+    step_fixed_ms_[size_t(Path::masked_mha)] = model_.mha_fixed_ms(true);
+    step_fixed_ms_[size_t(Path::sparse_mqa)] = model_.mqa_fixed_ms(o_.heads);
     if (o_.force != PathChoice::auto_) {
         warn_once(fmt::format("MLAJIT_PATH={}: every request takes this path, whatever the planner predicts",
                               path_choice_name(o_.force)));
@@ -85,6 +105,17 @@ Planner::Planner(PlannerOptions o) : o_(std::move(o)), model_(o_.rates) {
 }
 
 RequestPlan Planner::predict(const Request& r, bool masked) const {
+    RequestPlan p = predict_alone(r, masked);
+    // A table cell times a whole call of this one request: one step, its fixed cost plus the variable
+    // part. The table cannot separate the two; the model's overhead terms are the fixed part (the same
+    // launches and set-up whatever the data), the rest is the variable part. A cell faster than the fixed
+    // part (none on the H200) gives a variable part of 0.
+    p.mha_var_ms = std::max(0.0, p.mha_ms - step_fixed_ms_[size_t(masked ? Path::masked_mha : Path::dense_mha)]);
+    p.mqa_var_ms = std::max(0.0, p.mqa_ms - step_fixed_ms_[size_t(Path::sparse_mqa)]);
+    return p;
+}
+
+RequestPlan Planner::predict_alone(const Request& r, bool masked) const {
     const AttnShape s{r.s_q, r.s_k, o_.heads, o_.topk};
     RequestPlan p;
     // A table entry describes MHA as run by the rule (masked above topk); a forced masked run on a short
@@ -106,7 +137,7 @@ RequestPlan Planner::predict(const Request& r, bool masked) const {
     return p;
 }
 
-Path Planner::route(const Request& r, size_t index) const {
+std::optional<Path> Planner::fixed_route(const Request& r, size_t index) const {
     switch (o_.force) {
         case PathChoice::dense_mha:
             if (r.s_k > o_.topk)
@@ -122,26 +153,102 @@ Path Planner::route(const Request& r, size_t index) const {
     }
     if (r.s_k <= o_.topk) return Path::dense_mha;
     if (o_.masked_mha_max_seq) return r.s_k <= *o_.masked_mha_max_seq ? Path::masked_mha : Path::sparse_mqa;
-    const RequestPlan t = predict(r, true);
-    return t.mha_ms < t.mqa_ms ? Path::masked_mha : Path::sparse_mqa;
+    return std::nullopt;
 }
 
-void Planner::add(Plan& p, const Request& r, Path path) const {
+RequestPlan Planner::times(const Request& r, std::optional<Path> path) const {
     // The MHA time shown is that of the MHA kernel the path would run, or would have run.
-    const bool masked = path == Path::masked_mha || (path == Path::sparse_mqa && r.s_k > o_.topk);
+    const bool masked = !path || *path == Path::masked_mha || (*path == Path::sparse_mqa && r.s_k > o_.topk);
     RequestPlan rp = predict(r, masked);
-    rp.path = path;
-    p.groups[size_t(path)].push_back(p.requests.size());
-    p.requests.push_back(rp);
+    if (path) rp.path = *path;
+    return rp;
+}
+
+Plan Planner::empty_plan(size_t n) const {
+    Plan p;
+    p.requests.resize(n);
+    p.step_fixed_ms = step_fixed_ms_;
+    return p;
+}
+
+void Planner::group_by_path(Plan& p) {
+    for (auto& g : p.groups) g.clear();
+    for (size_t i = 0; i < p.requests.size(); ++i) p.groups[size_t(p.requests[i].path)].push_back(i);
+}
+
+Plan Planner::plan_per_request(std::span<const Request> batch) const {
+    Plan p = empty_plan(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+        check_request({batch[i].s_q, batch[i].s_k, o_.heads, o_.topk}, i);
+        const std::optional<Path> fixed = fixed_route(batch[i], i);
+        p.requests[i] = times(batch[i], fixed);
+        if (!fixed) p.requests[i].path = p.requests[i].mha_ms < p.requests[i].mqa_ms ? Path::masked_mha : Path::sparse_mqa;
+    }
+    group_by_path(p);
+    return p;
 }
 
 Plan Planner::plan(std::span<const Request> batch) const {
-    Plan p;
-    p.requests.reserve(batch.size());
-    for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t n = batch.size();
+    Plan p = empty_plan(n);
+    bool any_free = false;
+    // Paths each request may take: bit int(Path).
+    std::vector<uint8_t> allowed(n);
+    for (size_t i = 0; i < n; ++i) {
         check_request({batch[i].s_q, batch[i].s_k, o_.heads, o_.topk}, i);
-        add(p, batch[i], route(batch[i], i));
+        const std::optional<Path> fixed = fixed_route(batch[i], i);
+        p.requests[i] = times(batch[i], fixed);
+        allowed[i] = fixed ? uint8_t(1u << int(*fixed)) : uint8_t((1u << int(Path::masked_mha)) | (1u << int(Path::sparse_mqa)));
+        any_free |= !fixed;
     }
+    if (n == 1 && any_free) {
+        // Alone, the fixed costs are paid either way: the per-request rule, exact also at ties.
+        RequestPlan& r = p.requests[0];
+        r.path = r.mha_ms < r.mqa_ms ? Path::masked_mha : Path::sparse_mqa;
+    } else if (any_free) {
+        // best[s]: least cost of requests 0..i with request i on path s (a new step starts whenever the path
+        // changes); from[i][s]: request i-1's path on that plan.
+        constexpr double kNone = std::numeric_limits<double>::infinity();
+        const auto& fixed_ms = step_fixed_ms_;
+        auto var = [&](size_t i, int s) {
+            return s == int(Path::sparse_mqa) ? p.requests[i].mqa_var_ms : p.requests[i].mha_var_ms;
+        };
+        // Sparse first, and a tie never moves off it: a batch of one is masked iff strictly faster alone,
+        // as the per-request rule has it; on the chain a tie keeps the current run (fewer steps).
+        constexpr int kOrder[3] = {int(Path::sparse_mqa), int(Path::masked_mha), int(Path::dense_mha)};
+        std::vector<std::array<int8_t, 3>> from(n);
+        std::array<double, 3> best{kNone, kNone, kNone};
+        for (size_t i = 0; i < n; ++i) {
+            std::array<double, 3> next{kNone, kNone, kNone};
+            for (int s : kOrder) {
+                if (!(allowed[i] >> s & 1)) continue;
+                double c = kNone;
+                int8_t prev = -1;
+                if (i == 0) {
+                    c = fixed_ms[size_t(s)];
+                } else {
+                    c = best[size_t(s)];  // extends the run of request i-1
+                    prev = int8_t(s);
+                    for (int t : kOrder)
+                        if (t != s && best[size_t(t)] + fixed_ms[size_t(s)] < c) {
+                            c = best[size_t(t)] + fixed_ms[size_t(s)];
+                            prev = int8_t(t);
+                        }
+                }
+                next[size_t(s)] = c + var(i, s);
+                from[i][size_t(s)] = prev;
+            }
+            best = next;
+        }
+        int s = -1;
+        for (int t : kOrder)
+            if (best[size_t(t)] < kNone && (s < 0 || best[size_t(t)] < best[size_t(s)])) s = t;
+        for (size_t i = n; i-- > 0;) {
+            p.requests[i].path = Path(s);
+            s = from[i][size_t(s)];
+        }
+    }
+    group_by_path(p);
     return p;
 }
 
@@ -154,10 +261,12 @@ Plan Planner::plan_by_maxima(std::span<const Request> batch) const {
         worst.s_q = std::max(worst.s_q, batch[i].s_q);
         worst.s_k = std::max(worst.s_k, batch[i].s_k);
     }
-    const Path path = route(worst, 0);
-    Plan p;
-    p.requests.reserve(batch.size());
-    for (const auto& r : batch) add(p, r, path);
+    const std::optional<Path> fixed = fixed_route(worst, 0);
+    const RequestPlan w = times(worst, fixed);
+    const Path path = fixed ? *fixed : w.mha_ms < w.mqa_ms ? Path::masked_mha : Path::sparse_mqa;
+    Plan p = empty_plan(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) p.requests[i] = times(batch[i], path);
+    group_by_path(p);
     return p;
 }
 

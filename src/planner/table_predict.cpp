@@ -55,9 +55,10 @@ TablePredictor::TablePredictor(const CalibrationTable& t) : topk_(t.topk) {
         std::sort(g.xs.begin(), g.xs.end());
         std::sort(g.ys.begin(), g.ys.end());
     }
+    for (auto& [h, g] : grids_) g.at.assign(g.xs.size() * g.ys.size(), PathTimes{std::nan(""), std::nan("")});
     for (const auto& c : t.cells) {
         Grid& g = grids_[c.heads];
-        g.at[{index_of(g.xs, std::log(double(c.s_q))), index_of(g.ys, std::log(double(c.s_k)))}] =
+        g.at[index_of(g.xs, std::log(double(c.s_q))) * g.ys.size() + index_of(g.ys, std::log(double(c.s_k)))] =
             PathTimes{std::log(c.mha_ms), std::log(c.mqa_ms)};
     }
 }
@@ -77,15 +78,13 @@ int TablePredictor::heads_used(int heads) const {
 
 std::optional<PathTimes> TablePredictor::predict(const AttnShape& s) const {
     if (s.topk != topk_ || grids_.empty()) return std::nullopt;
-    const Grid& g = grids_.at(heads_used(s.heads));
+    const auto exact = grids_.find(s.heads);  // the usual case: a calibrated head count
+    const Grid& g = exact != grids_.end() ? exact->second : grids_.at(heads_used(s.heads));
     const auto bx = bracket(g.xs, std::log(double(s.s_q)));
     const auto by = bracket(g.ys, std::log(double(s.s_k)));
     if (!bx || !by) return std::nullopt;
 
-    auto cell = [&](size_t i, size_t j) -> const PathTimes* {
-        auto it = g.at.find({i, j});
-        return it == g.at.end() ? nullptr : &it->second;
-    };
+    auto cell = [&](size_t i, size_t j) { return g.cell(i, j); };
     std::optional<PathTimes> logt;
     const double tx = bx->t, ty = by->t;
     if (bx->i0 == bx->i1 || by->i0 == by->i1) {

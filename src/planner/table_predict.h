@@ -28,8 +28,14 @@ public:
 
 private:
     struct Grid {
-        std::vector<double> xs, ys;                        // log s_q, log s_k values measured (sorted)
-        std::map<std::pair<size_t, size_t>, PathTimes> at;  // (x index, y index) -> log(ms) of both paths
+        std::vector<double> xs, ys;  // log s_q, log s_k values measured (sorted)
+        // log(ms) of both paths at (x index i, y index j), row-major [i * ys.size() + j]; NaN where not
+        // measured. Dense: the planner reads four cells per request on every call's host path.
+        std::vector<PathTimes> at;
+        const PathTimes* cell(size_t i, size_t j) const {
+            const PathTimes& c = at[i * ys.size() + j];
+            return c.mha_ms == c.mha_ms ? &c : nullptr;
+        }
     };
     int topk_ = 0;
     std::map<int, Grid> grids_;  // by heads

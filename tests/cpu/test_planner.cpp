@@ -206,8 +206,10 @@ TEST_CASE("planner: constructed tables route as the table says") {
             if (s_k == 8192) continue;  // a tie: either answer is right
             CHECK(rp.path == (s_k < 8192 ? Path::masked_mha : Path::sparse_mqa));
         }
+        // Each on its own time alone (a batch would weigh the near-ties against the steps' fixed costs).
         const std::vector<Request> sides = {{2048, 8000}, {2048, 8400}, {4096, 8191}, {4096, 8193}};
-        Plan plan = p.plan(sides);
+        Plan plan = p.plan_per_request(sides);
+        for (size_t i = 0; i < sides.size(); ++i) CHECK(p.plan({&sides[i], 1}).requests[0].path == plan.requests[i].path);
         CHECK(plan.requests[0].path == Path::masked_mha);
         CHECK(plan.requests[1].path == Path::sparse_mqa);
         CHECK(plan.requests[2].path == Path::masked_mha);
@@ -453,7 +455,8 @@ TEST_CASE("planner: MLAJIT_MASKED_MHA_MAX_SEQ sets the threshold on s_k") {
 }
 
 TEST_CASE("planner: a mixed batch is split into groups in batch order") {
-    // h = 128, crossover table at s_k = 8192 (mha = (s_k/8192)^2, mqa = 1).
+    // h = 128, crossover table at s_k = 8192 (mha = (s_k/8192)^2, mqa = 1). Routed per request (batch-level
+    // routing, which may move near-ties to their neighbours' path, has its own tests: test_planner_batch.cpp).
     Planner p = planner_for(128, table_with(128, [](long, long k) { return PathTimes{std::pow(double(k) / 8192, 2), 1.0}; }));
     const uint64_t seed = fresh_seed();
     CAPTURE(seed);
@@ -478,7 +481,7 @@ TEST_CASE("planner: a mixed batch is split into groups in batch order") {
                 break;
         }
     }
-    Plan plan = p.plan(batch);
+    Plan plan = p.plan_per_request(batch);
     REQUIRE(plan.requests.size() == batch.size());
     std::array<std::vector<size_t>, 3> want;
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -489,6 +492,15 @@ TEST_CASE("planner: a mixed batch is split into groups in batch order") {
     CHECK(plan.groups == want);
     CHECK(plan.group(Path::dense_mha).size() + plan.group(Path::masked_mha).size() + plan.group(Path::sparse_mqa).size() ==
           batch.size());
+    // The batch-level plan: groups in batch order too, dense where exact, never predicted slower.
+    Plan whole = p.plan(batch);
+    std::array<std::vector<size_t>, 3> got;
+    for (size_t i = 0; i < batch.size(); ++i) {
+        got[size_t(whole.requests[i].path)].push_back(i);
+        CHECK((whole.requests[i].path == Path::dense_mha) == (expect[i] == Path::dense_mha));
+    }
+    CHECK(whole.groups == got);
+    CHECK(whole.predicted_ms() <= plan.predicted_ms() * (1 + 1e-12));
 }
 
 TEST_CASE("planner: the default cost model against the H200 anchors") {
@@ -542,15 +554,18 @@ TEST_CASE("planner: per-request routing against routing by the batch maxima") {
     for (int heads : {128, 16}) {
         CAPTURE(heads);
         Planner p = planner_for(heads);
-        Plan each = p.plan(batch);
+        Plan each = p.plan_per_request(batch);
         Plan whole = p.plan_by_maxima(batch);
+        Plan batched = p.plan(batch);
         // One path for everyone, the one its largest request would take.
         const Path path = whole.requests[0].path;
         CHECK(whole.group(path).size() == batch.size());
         CHECK(path == Path::sparse_mqa);
         for (size_t i = 0; i < batch.size(); ++i) CHECK(each.requests[i].chosen_ms() <= whole.requests[i].chosen_ms() + 1e-12);
-        MESSAGE("heads " << heads << ": per-request " << each.predicted_ms() << " ms, by maxima " << whole.predicted_ms() << " ms");
+        MESSAGE("heads " << heads << ": per-request " << each.predicted_ms() << " ms, by maxima " << whole.predicted_ms()
+                          << " ms, batch-level " << batched.predicted_ms() << " ms");
         CHECK(each.predicted_ms() < whole.predicted_ms());
+        CHECK(batched.predicted_ms() <= each.predicted_ms() * (1 + 1e-12));
     }
     // A batch that is exact throughout is dense either way.
     const std::vector<Request> shorts = {{100, 2000}, {2048, 2048}};
@@ -591,37 +606,40 @@ TEST_CASE("planner: crossovers derived from cells, and the measuring hook") {
 }
 
 TEST_CASE("planner: mlajit's own H200 rates reproduce its calibration run") {
-    // Cells of docs/calibration/NVIDIA_H200_2026-12-02.json (whole mlajit_mla_prefill paths, ms), which the
-    // sparse MQA rates were fitted to: the model must land within the fit's worst error (12.3 %) plus a
-    // margin. That run's MHA path was the portable tier; the masked-attention rate now follows the Hopper
-    // tier (2026-12-03 kernel times below), so its MHA column only gives the winners: MHA got faster, so
-    // every cell it won it still wins; the two cells MQA won stay MQA's in the model (MHA 8 % and 17 %
-    // slower than the measured MQA: close), which only a calibration run on the Hopper tier can confirm.
+    // Cells of docs/calibration/NVIDIA_H200_2026-12-03_hopper.json (whole mlajit_mla_prefill paths, ms,
+    // Hopper tier), which the rates were fitted to (cost_model.cpp): each path within the fit's worst error
+    // (20.0 % MQA, 17.3 % MHA) plus a margin, and the winner as measured where the two paths are more than
+    // 10 % apart (the fit misses 3 of 48 masked cells, all within 2 %).
     struct Cell {
         int heads;
         long s_q, s_k;
         double mha_ms, mqa_ms;
     };
-    const Cell cells[] = {{128, 4096, 16384, 17.752, 8.281}, {128, 8192, 8192, 10.324, 14.946},
-                          {16, 16384, 16384, 5.053, 8.835},  {32, 8192, 32768, 17.441, 7.204},
-                          {64, 2048, 4096, 1.135, 2.153},    {16, 1024, 4096, 0.216, 0.637}};
+    const Cell cells[] = {{128, 4096, 8192, 3.562, 6.262},    {128, 8192, 32768, 33.767, 14.365},
+                          {128, 16384, 16384, 19.737, 24.013}, {64, 2048, 4096, 0.580, 1.551},
+                          {64, 16384, 65536, 65.672, 14.984},  {32, 8192, 16384, 3.302, 6.187},
+                          {32, 16384, 65536, 32.762, 13.806},  {16, 4096, 16384, 1.074, 3.218},
+                          {16, 16384, 32768, 6.228, 12.849},   {16, 1024, 4096, 0.121, 0.786}};
     const CostModel m(h200_mlajit_rates());
     for (const Cell& c : cells) {
         CAPTURE(c.heads);
         CAPTURE(c.s_q);
         CAPTURE(c.s_k);
         const PathTimes t = m.predict({c.s_q, c.s_k, c.heads, kTopk});
-        CHECK(t.mqa_ms == doctest::Approx(c.mqa_ms).epsilon(0.15));
-        CHECK((t.mha_ms < t.mqa_ms) == (c.mha_ms < c.mqa_ms));
+        CHECK(t.mqa_ms == doctest::Approx(c.mqa_ms).epsilon(0.22));
+        CHECK(t.mha_ms == doctest::Approx(c.mha_ms).epsilon(0.20));
+        if (std::max(c.mha_ms, c.mqa_ms) > 1.1 * std::min(c.mha_ms, c.mqa_ms))
+            CHECK((t.mha_ms < t.mqa_ms) == (c.mha_ms < c.mqa_ms));
     }
-    // Masked attention alone (Hopper tier's masked kernel with the mask stage, H200 2026-12-03, mask build
-    // excluded): within 10 % (the fit: 0.8 %).
+    // Masked attention alone (Hopper tier's masked kernel v5, H200 2026-12-03, mask build excluded,
+    // docs/calibration/mha_sm90_v5_rates_2026-12-03.md): within 10 % (the whole-path fit's rate is 1 % above
+    // the kernel-alone fit's 656.1).
     struct KernelCell {
         int heads;
         long s;
         double ms;
     };
-    for (const KernelCell& k : {KernelCell{128, 8192, 4.550}, KernelCell{16, 16384, 2.268}}) {
+    for (const KernelCell& k : {KernelCell{128, 8192, 4.345}, KernelCell{16, 16384, 2.059}}) {
         CAPTURE(k.heads);
         CAPTURE(k.s);
         CHECK(m.mha({k.s, k.s, k.heads, kTopk}, true).attn_ms == doctest::Approx(k.ms).epsilon(0.10));

@@ -10,7 +10,16 @@ be told apart from whole-path times: the absorption keeps the cuBLAS rate fitted
 overhead jointly on the masked cells (s_k > topk; below, the path is dense MHA whatever is predicted).
 Every fit is least squares on the relative error (weights 1/t^2). Pure Python (no numpy on the dev box).
 
-usage: fit_rates.py NVIDIA_H200.json
+It then prints the rates as C++ for h200_mlajit_rates(), each path's fixed cost per step (what batch-level
+routing counts once per step of the one call: the overhead terms, planner.h), and the two paths of issue 13's
+batch (64 requests of 64 new tokens over 3000 cached, 16 heads) as one batched step each. With --evaluate,
+it scores the refit model on the off-grid shapes of a `mlajit-warmup calibrate --evaluate` log (the rows
+under "evaluation on shapes the table was not measured at"): how often it picks the faster measured path,
+and the time lost against always picking it.
+
+--upproj T pins the up-projection's rate at T TFLOP/s instead of fitting it (see main()).
+
+usage: fit_rates.py NVIDIA_H200.json [--upproj TFLOPS] [--evaluate calibrate.log]
 """
 import json
 import math
@@ -58,7 +67,7 @@ def tile(h):
     return 16 if h <= 16 else 32 if h <= 32 else 64
 
 
-def main(path):
+def main(path, upproj_tflops=None):
     t = json.load(open(path))
     topk = t["topk"]
     cells = t["cells"]
@@ -70,9 +79,15 @@ def main(path):
     sparse = lambda c: 2.0 * valid(c["s_q"], c["s_k"], topk) * math.ceil(c["heads"] / tile(c["heads"])) * tile(c["heads"]) * 1088
 
     masked = [c for c in cells if c["s_k"] > topk]
-    o, a, b = wls([[1.0, up(c), att(c)] for c in masked], [c["mha_ms"] - mask(c) for c in masked])
-    print(f"MHA (masked cells, {len(masked)}): overhead {o*1e3:.1f} us, upproj {1/a/1e9:.1f} TFLOP/s, "
-          f"attention {1/b/1e9:.1f} TFLOP/s")
+    if upproj_tflops:
+        # The up-projection pinned (its rate is weakly determined by cells with s_k <= 4 s_q, where the
+        # attention dominates; a chunked-prefill batch, s_k >> s_q, is mostly up-projection).
+        a = 1 / (upproj_tflops * 1e9)
+        o, b = wls([[1.0, att(c)] for c in masked], [c["mha_ms"] - mask(c) - up(c) * a for c in masked])
+    else:
+        o, a, b = wls([[1.0, up(c), att(c)] for c in masked], [c["mha_ms"] - mask(c) for c in masked])
+    print(f"MHA (masked cells, {len(masked)}): overhead {o*1e3:.1f} us, upproj {1/a/1e9:.1f} TFLOP/s"
+          f"{' (pinned)' if upproj_tflops else ''}, attention {1/b/1e9:.1f} TFLOP/s")
     mha_pred = lambda c: o + up(c) * a + att(c) * b + (mask(c) if c["s_k"] > topk else 0.0)
     tiles = {}
     for tl in (16, 32, 64):
@@ -98,6 +113,67 @@ def main(path):
     agree = sum((mha_pred(c) < mqa_pred(c)) == (c["mha_ms"] < c["mqa_ms"]) for c in masked)
     print(f"predicted winner matches the measured one on {agree} of {len(masked)} masked cells")
 
+    # The rates as h200_mlajit_rates() writes them (the up-projection's overhead is the joint one's 0: the
+    # one MHA overhead goes on the attention term; the mask build keeps its own).
+    print("\nC++ (src/planner/cost_model.cpp, h200_mlajit_rates):")
+    print(f"    r.upproj = {{{1/a/1e9:.1f}, 0.0}};")
+    print(f"    r.mha_attn = {{{1/b/1e9:.1f}, {o:.4f}}};")
+    tl = ", ".join(f"{{{mh}, {t}, {{{tiles[t][0]:.1f}, {tiles[t][1]:.4f}}}}}"
+                   for mh, t in ((16, 16), (32, 32), (128, 64)) if t in tiles)
+    print(f"    r.mqa_tiles = {{{tl}}};")
+    fixed_mha = o + MASK[0]
+    for tl_ in sorted(tiles):
+        print(f"fixed cost per step: masked MHA {fixed_mha*1e3:.1f} us, sparse MQA tile {tl_} "
+              f"{(ABSORB[1] + tiles[tl_][1])*1e3:.1f} us")
+    # Issue 13's batch as one step per path: fixed once + 64 x the variable part of one request.
+    one = {"heads": 16, "s_q": 64, "s_k": 3064}
+    if 16 in tiles:
+        fs = ABSORB[1] + tiles[16][1]
+        print(f"64 x (64 over 3000), 16 heads, one step: masked MHA {fixed_mha + 64*(mha_pred(one) - fixed_mha):.3f} ms, "
+              f"sparse MQA {fs + 64*(mqa_pred(one) - fs):.3f} ms (H200 12-03: 1.931 / 3.057 measured)")
+    return mha_pred, mqa_pred
+
+
+def evaluate(log_path, mha_pred, mqa_pred, topk):
+    """Scores the model on the evaluation rows of a calibrate --evaluate log."""
+    rows, on = [], False
+    for line in open(log_path):
+        if line.startswith("evaluation on shapes"):
+            on = True
+            continue
+        f = line.split()
+        if on and len(f) >= 6 and f[0].isdigit():
+            rows.append({"heads": int(f[0]), "s_q": int(f[1]), "s_k": int(f[2]), "mha_ms": float(f[3]),
+                         "mqa_ms": float(f[4]), "table": f[6] if len(f) > 6 else None})
+    if not rows:
+        sys.exit(f"{log_path}: no evaluation rows (run calibrate with --evaluate)")
+    hits = hits_table = 0
+    lost = lost_table = best = 0.0
+    for r in rows:
+        assert r["s_k"] > topk
+        mha_wins = r["mha_ms"] < r["mqa_ms"]
+        pick_mha = mha_pred(r) < mqa_pred(r)
+        cost = lambda m: r["mha_ms"] if m else r["mqa_ms"]
+        best += cost(mha_wins)
+        hits += pick_mha == mha_wins
+        lost += cost(pick_mha) - cost(mha_wins)
+        if r["table"]:
+            t_mha = r["table"] == "masked_mha"
+            hits_table += t_mha == mha_wins
+            lost_table += cost(t_mha) - cost(mha_wins)
+    print(f"\nevaluation ({log_path}, {len(rows)} off-grid shapes): refit cost model picks the faster path on "
+          f"{hits}/{len(rows)}, {lost:.3f} ms lost of {best:.3f} ms (oracle); the table (as logged) "
+          f"{hits_table}/{len(rows)}, {lost_table:.3f} ms lost")
+
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    opts = {}
+    while len(args) >= 3 and args[-2] in ("--evaluate", "--upproj"):
+        opts[args[-2]] = args[-1]
+        args = args[:-2]
+    if len(args) != 1 or args[0].startswith("-"):
+        sys.exit(__doc__)
+    preds = main(args[0], float(opts["--upproj"]) if "--upproj" in opts else None)
+    if "--evaluate" in opts:
+        evaluate(opts["--evaluate"], *preds, json.load(open(args[0]))["topk"])
