@@ -89,6 +89,7 @@ int gemm_alignment(const GemmDesc& g) {
 }
 
 int64_t gemm_m_class(int64_t m) {
+    if (m > (int64_t(1) << 40)) return m;  // no such token count; keeps the doubling below from overflowing
     int64_t c = 1;
     while (c < m) c <<= 1;
     return c;
