@@ -133,7 +133,8 @@ GemmRunner::Counts GemmRunner::counts() {
 
 // The heuristic's algorithm for g's class, run for the class's top M (so the choice does not depend on
 // which M of the class came first).
-std::shared_ptr<GemmRunner::Algo> GemmRunner::class_algo(const GemmDesc& g, size_t workspace_bytes, const char* what) {
+std::shared_ptr<GemmRunner::Algo> GemmRunner::class_algo(const GemmDesc& g, size_t workspace_bytes, const char* what,
+                                                         bool warm_up) {
     const GemmAlgoKey key = gemm_class_key(g, workspace_bytes);
     {
         std::lock_guard lock(mu_);
@@ -155,7 +156,7 @@ std::shared_ptr<GemmRunner::Algo> GemmRunner::class_algo(const GemmDesc& g, size
     int found = 0;
     auto* lt = static_cast<cublasLtHandle_t>(lt_);
     {
-        StartupTimer t(StartupStep::cublaslt_heuristic);
+        StartupTimer t(warm_up ? StartupStep::cublaslt_warm_up : StartupStep::cublaslt_heuristic);
         MLAJIT_LT(cublasLtMatmulAlgoGetHeuristic(lt, d.desc.h, d.la.h, d.lb.h, d.lc.h, d.lc.h, pref.h, 1, &result, &found),
                   what);
     }
@@ -169,9 +170,9 @@ std::shared_ptr<GemmRunner::Algo> GemmRunner::class_algo(const GemmDesc& g, size
     return algo;
 }
 
-void GemmRunner::prepare(const GemmDesc& g, size_t workspace_bytes, const char* what) {
+void GemmRunner::prepare(const GemmDesc& g, size_t workspace_bytes, const char* what, bool warm_up) {
     if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-    (void)class_algo(g, workspace_bytes, what);
+    (void)class_algo(g, workspace_bytes, what, warm_up);
 }
 
 void GemmRunner::warm_up() {
@@ -184,7 +185,7 @@ void GemmRunner::warm_up() {
     g.b = {reinterpret_cast<const void*>(uintptr_t(2) << 20), 512, 0, true};
     g.c = reinterpret_cast<void*>(uintptr_t(3) << 20);
     g.ldc = g.n;
-    prepare(g, kGemmWorkspaceBytes, "cuBLASLt's warm-up query");
+    prepare(g, kGemmWorkspaceBytes, "cuBLASLt's warm-up query", true);
 }
 
 std::shared_ptr<GemmRunner::Plan> GemmRunner::plan_for(const GemmDesc& g, size_t workspace_bytes, const char* what) {
@@ -197,12 +198,19 @@ std::shared_ptr<GemmRunner::Plan> GemmRunner::plan_for(const GemmDesc& g, size_t
     describe(plan->d, g, what);
     auto* lt = static_cast<cublasLtHandle_t>(lt_);
     // The class's algorithm, if cuBLASLt accepts it for this exact shape (and workspace) ...
-    const auto algo = class_algo(g, workspace_bytes, what);
-    cublasLtMatmulHeuristicResult_t check{};
-    const cublasStatus_t st = cublaslt().cublasLtMatmulAlgoCheck(lt, plan->d.desc.h, plan->d.la.h, plan->d.lb.h,
-                                                                 plan->d.lc.h, plan->d.lc.h, &algo->algo, &check);
-    bool reused = st == CUBLAS_STATUS_SUCCESS && check.state == CUBLAS_STATUS_SUCCESS &&
-                  check.workspaceSize <= workspace_bytes;
+    std::shared_ptr<Algo> algo;
+    try {
+        algo = class_algo(g, workspace_bytes, what);
+    } catch (const Error&) {  // no algorithm for the class's top M: the exact shape's own query decides below
+    }
+    bool reused = false;
+    if (algo) {
+        cublasLtMatmulHeuristicResult_t check{};
+        const cublasStatus_t st = cublaslt().cublasLtMatmulAlgoCheck(lt, plan->d.desc.h, plan->d.la.h, plan->d.lb.h,
+                                                                     plan->d.lc.h, plan->d.lc.h, &algo->algo, &check);
+        reused = st == CUBLAS_STATUS_SUCCESS && check.state == CUBLAS_STATUS_SUCCESS &&
+                 check.workspaceSize <= workspace_bytes;
+    }
     if (reused) {
         plan->algo = algo->algo;
     } else {

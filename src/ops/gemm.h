@@ -80,7 +80,8 @@ public:
 
     // Runs the heuristic for g's class now (no matmul), so that a later call of that class pays only the
     // check. The caller has made the context current.
-    void prepare(const GemmDesc& g, size_t workspace_bytes, const char* what);
+    // warm_up: its time counts as StartupStep::cublaslt_warm_up (else cublaslt_heuristic).
+    void prepare(const GemmDesc& g, size_t workspace_bytes, const char* what, bool warm_up = false);
     // prepare() for the one-call prefill's most common product, DeepSeek-V3.2's K/V up-projection of a short
     // chunk at 128 heads: it pays cuBLASLt's one-time set-up of its first heuristic query (on the thread that
     // creates the handle, before any call needs it) and leaves that class's algorithm ready.
@@ -90,7 +91,7 @@ private:
     struct Plan;
     struct Algo;
     std::shared_ptr<Plan> plan_for(const GemmDesc& g, size_t workspace_bytes, const char* what);
-    std::shared_ptr<Algo> class_algo(const GemmDesc& g, size_t workspace_bytes, const char* what);
+    std::shared_ptr<Algo> class_algo(const GemmDesc& g, size_t workspace_bytes, const char* what, bool warm_up = false);
 
     void* lt_ = nullptr;  // cublasLtHandle_t
     std::mutex mu_;

@@ -58,7 +58,7 @@ Handle::Handle(int device) {
                       // cuBLASLt's one-time set-up on its first heuristic query, here rather than in a call.
                       try {
                           gemm_->warm_up();
-                      } catch (const Error& e) {  // the call's own query reports a real problem
+                      } catch (const std::exception& e) {  // a call's own query reports a real problem
                           log().debug("cuBLASLt warm-up: {}", e.what());
                       }
                   }).share();

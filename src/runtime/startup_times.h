@@ -17,6 +17,7 @@ enum class StartupStep {
     kernel_first_launch,  // the first cuLaunchKernel of each loaded kernel (the driver's lazy loading lands here)
     cublaslt_heuristic,   // cublasLtMatmulAlgoGetHeuristic queries (a new GEMM class, or a refused check)
     cublaslt_first_matmul,  // the first cublasLtMatmul of each cuBLASLt handle (its kernels' lazy loading)
+    cublaslt_warm_up, // the heuristic query a handle's set-up thread makes after cublasLtCreate (GemmRunner::warm_up)
     planner_build,    // a planner built: configuration, calibration table read and indexed
     count_
 };

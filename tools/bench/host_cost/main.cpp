@@ -196,8 +196,9 @@ int first_call(const Options& o) {
         std::printf("first.context_ms %.3f   (before the clock: primary context)\n", ms(t_driver, t_ctx));
         std::printf("first.create_ms %.3f\nfirst.workspace_query_ms %.3f\nfirst.call_queued_ms %.3f\n", ms(t0, t_create),
                     ms(t_create, t_ws), call);
-        std::printf("first.  cublaslt_wait_ms %.3f   (background: load %.3f ms, create %.3f ms)\n", lt_wait,
-                    mlajit::startup_ms(StartupStep::cublaslt_load), mlajit::startup_ms(StartupStep::cublaslt_create));
+        std::printf("first.  cublaslt_wait_ms %.3f   (background: load %.3f ms, create %.3f ms, warm-up query %.3f ms)\n",
+                    lt_wait, mlajit::startup_ms(StartupStep::cublaslt_load), mlajit::startup_ms(StartupStep::cublaslt_create),
+                    mlajit::startup_ms(StartupStep::cublaslt_warm_up));
         std::printf("first.  nvrtc_load_ms %.3f   (0: not loaded, the warm cache's keys were known without it)\n", nvrtc);
         std::printf("first.  kernel_load_ms %.3f   (%lld kernels: disk read + cuModuleLoadData)\n", kernels,
                     (long long)mlajit::startup_count(StartupStep::kernel_load));
