@@ -92,6 +92,10 @@ T args_from(const T* p, const char* type) {
 
 }  // namespace
 
+namespace mlajit {
+Handle& handle_of(mlajit_handle h) { return impl(h); }
+}  // namespace mlajit
+
 extern "C" {
 
 MLAJIT_API const char* mlajit_last_error(void) { return t_last_error.c_str(); }

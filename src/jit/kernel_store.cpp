@@ -162,7 +162,8 @@ LoadedKernel KernelStore::function(const KernelSpec& spec, CUcontext ctx, int dy
     const DriverApi& d = driver();
     std::unique_lock<std::shared_mutex> g(fn_m_);
     auto it = functions_.find(key);
-    if (it == functions_.end()) {
+    const bool loading = it == functions_.end();
+    if (loading) {
         CUmodule mod = nullptr;
         const std::string name = spec_name(spec);
         CUresult r = d.cuModuleLoadData(&mod, cub->bytes.data());
@@ -182,7 +183,9 @@ LoadedKernel KernelStore::function(const KernelSpec& spec, CUcontext ctx, int dy
                  "cuFuncSetAttribute", fmt::format("allowing {} bytes of shared memory for {}", dyn_smem, spec_name(spec)).c_str());
         it->second.max_dynamic_smem = dyn_smem;
     }
-    return it->second;
+    LoadedKernel k = it->second;
+    k.first_use = loading;
+    return k;
 }
 
 }  // namespace mlajit

@@ -31,6 +31,7 @@ struct StoreStats {
 struct LoadedKernel {
     CUfunction fn = nullptr;
     int max_dynamic_smem = 0;  // what the function was opened up to
+    bool first_use = false;    // returned by the call that loaded it (the caller may time its first launch)
 };
 
 class KernelStore {

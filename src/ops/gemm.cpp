@@ -1,13 +1,12 @@
 #include "ops/gemm.h"
 
+#include <optional>
+
 #include "common/error.h"
 #include "cuda/cublaslt_api.h"
+#include "runtime/startup_times.h"
 
 namespace mlajit {
-
-struct GemmRunner::Algo {
-    cublasLtMatmulAlgo_t algo;
-};
 
 namespace {
 
@@ -15,6 +14,9 @@ namespace {
 template <typename T, cublasStatus_t (*Destroy)(T)>
 struct LtObject {
     T h = nullptr;
+    LtObject() = default;
+    LtObject(const LtObject&) = delete;
+    LtObject& operator=(const LtObject&) = delete;
     ~LtObject() {
         if (h) Destroy(h);
     }
@@ -39,14 +41,64 @@ void make_layout(Layout& l, int64_t rows, int64_t cols, int64_t ld, int batch, i
     }
 }
 
+// The descriptor and layouts of one shape. Row-major C[M,N] = A.B is column-major C^T[N,M] = B^T . A^T:
+// cuBLASLt's first operand is our B. A row-major [r, c] matrix with leading dimension ld is a column-major
+// [c, r] one.
+struct Described {
+    Desc desc;
+    Layout la, lb, lc;
+};
+
+void describe(Described& d, const GemmDesc& g, const char* what) {
+    const cublasOperation_t op_first = g.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_second = g.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    MLAJIT_LT(cublasLtMatmulDescCreate(&d.desc.h, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
+    MLAJIT_LT(cublasLtMatmulDescSetAttribute(d.desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)), what);
+    MLAJIT_LT(cublasLtMatmulDescSetAttribute(d.desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)), what);
+    // First operand: op(.) is [N, K]; stored column-major as [N, K] (B stored [K, N] row-major) or [K, N].
+    if (g.b.transposed) make_layout(d.la, g.k, g.n, g.b.ld, g.batch, g.b.batch_stride, what);
+    else make_layout(d.la, g.n, g.k, g.b.ld, g.batch, g.b.batch_stride, what);
+    // Second operand: op(.) is [K, M].
+    if (g.a.transposed) make_layout(d.lb, g.m, g.k, g.a.ld, g.batch, g.a.batch_stride, what);
+    else make_layout(d.lb, g.k, g.m, g.a.ld, g.batch, g.a.batch_stride, what);
+    make_layout(d.lc, g.n, g.m, g.ldc, g.batch, g.c_batch_stride, what);
+}
+
 }  // namespace
+
+struct GemmRunner::Algo {
+    cublasLtMatmulAlgo_t algo;
+};
+
+// Everything a call of one exact shape needs, built once.
+struct GemmRunner::Plan {
+    Described d;
+    cublasLtMatmulAlgo_t algo;
+};
 
 GemmAlgoKey gemm_algo_key(const GemmDesc& g, size_t workspace_bytes) {
     return std::make_tuple(g.m, g.n, g.k, g.batch, g.a.ld, g.a.batch_stride, g.b.ld, g.b.batch_stride, g.ldc,
-                           g.c_batch_stride, int(g.a.transposed) * 2 + int(g.b.transposed),
-                           int((reinterpret_cast<uintptr_t>(g.a.data) | reinterpret_cast<uintptr_t>(g.b.data) |
-                                reinterpret_cast<uintptr_t>(g.c)) % 16 == 0),
+                           g.c_batch_stride, int(g.a.transposed) * 2 + int(g.b.transposed), gemm_alignment(g),
                            workspace_bytes);
+}
+
+int gemm_alignment(const GemmDesc& g) {
+    const uintptr_t any = reinterpret_cast<uintptr_t>(g.a.data) | reinterpret_cast<uintptr_t>(g.b.data) |
+                          reinterpret_cast<uintptr_t>(g.c) | uintptr_t(256);
+    return int(any & (~any + 1));  // the lowest set bit
+}
+
+int64_t gemm_m_class(int64_t m) {
+    if (m > (int64_t(1) << 40)) return m;  // no such token count; keeps the doubling below from overflowing
+    int64_t c = 1;
+    while (c < m) c <<= 1;
+    return c;
+}
+
+GemmAlgoKey gemm_class_key(const GemmDesc& g, size_t workspace_bytes) {
+    GemmDesc top = g;
+    top.m = gemm_m_class(g.m);
+    return gemm_algo_key(top, workspace_bytes);
 }
 
 GemmRunner::GemmRunner() {
@@ -56,66 +108,152 @@ GemmRunner::GemmRunner() {
 }
 
 GemmRunner::~GemmRunner() {
+    {
+        std::lock_guard lock(mu_);
+        plans_ = LruMap<GemmAlgoKey, std::shared_ptr<Plan>>(1);  // descriptors go before the handle
+        classes_ = LruMap<GemmAlgoKey, std::shared_ptr<Algo>>(1);
+    }
     if (lt_) cublaslt().cublasLtDestroy(static_cast<cublasLtHandle_t>(lt_));
 }
 
 size_t GemmRunner::cached_algos() {
     std::lock_guard lock(mu_);
-    return algos_.size();
+    return plans_.size();
 }
 
 size_t GemmRunner::evicted_algos() {
     std::lock_guard lock(mu_);
-    return algos_.evictions();
+    return plans_.evictions();
 }
 
-void GemmRunner::run(const GemmDesc& g, void* workspace, size_t workspace_bytes, CUstream stream, const char* what) {
-    if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-    // Row-major C[M,N] = A.B is column-major C^T[N,M] = B^T . A^T: cuBLASLt's first operand is our B.
-    // A row-major [r, c] matrix with leading dimension ld is a column-major [c, r] one.
-    const cublasOperation_t op_first = g.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_second = g.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    Desc desc;
-    MLAJIT_LT(cublasLtMatmulDescCreate(&desc.h, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
-    MLAJIT_LT(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)), what);
-    MLAJIT_LT(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)), what);
-    Layout la, lb, lc;
-    // First operand: op(.) is [N, K]; stored column-major as [N, K] (B stored [K, N] row-major) or [K, N].
-    if (g.b.transposed) make_layout(la, g.k, g.n, g.b.ld, g.batch, g.b.batch_stride, what);
-    else make_layout(la, g.n, g.k, g.b.ld, g.batch, g.b.batch_stride, what);
-    // Second operand: op(.) is [K, M].
-    if (g.a.transposed) make_layout(lb, g.m, g.k, g.a.ld, g.batch, g.a.batch_stride, what);
-    else make_layout(lb, g.k, g.m, g.a.ld, g.batch, g.a.batch_stride, what);
-    make_layout(lc, g.n, g.m, g.ldc, g.batch, g.c_batch_stride, what);
+GemmRunner::Counts GemmRunner::counts() {
+    std::lock_guard lock(mu_);
+    return counts_;
+}
 
-    // Keyed on the exact shape: a heuristic result for another M may not be valid (or good) for this one.
-    const GemmAlgoKey key = gemm_algo_key(g, workspace_bytes);
-    std::shared_ptr<Algo> algo;
+// The heuristic's algorithm for g's class, run for the class's top M (so the choice does not depend on
+// which M of the class came first).
+std::shared_ptr<GemmRunner::Algo> GemmRunner::class_algo(const GemmDesc& g, size_t workspace_bytes, const char* what,
+                                                         bool warm_up) {
+    const GemmAlgoKey key = gemm_class_key(g, workspace_bytes);
     {
         std::lock_guard lock(mu_);
-        if (auto hit = algos_.find(key)) algo = std::move(*hit);
+        if (auto hit = classes_.find(key)) return std::move(*hit);
     }
+    GemmDesc top = g;
+    top.m = gemm_m_class(g.m);
+    Described d;
+    describe(d, top, what);
+    Pref pref;
+    MLAJIT_LT(cublasLtMatmulPreferenceCreate(&pref.h), what);
+    uint64_t ws = workspace_bytes;
+    MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), what);
+    const uint32_t align = uint32_t(gemm_alignment(g));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof(align)), what);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
     auto* lt = static_cast<cublasLtHandle_t>(lt_);
-    if (!algo) {
+    {
+        StartupTimer t(warm_up ? StartupStep::cublaslt_warm_up : StartupStep::cublaslt_heuristic);
+        MLAJIT_LT(cublasLtMatmulAlgoGetHeuristic(lt, d.desc.h, d.la.h, d.lb.h, d.lc.h, d.lc.h, pref.h, 1, &result, &found),
+                  what);
+    }
+    if (found < 1)
+        fail(MLAJIT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for {} (M {}, N {}, K {}, batch {}, alignment {} B): "
+             "report the shape", what, top.m, g.n, g.k, g.batch, align);
+    auto algo = std::make_shared<Algo>(Algo{result.algo});
+    std::lock_guard lock(mu_);
+    ++counts_.heuristic_queries;
+    classes_.put(key, algo);
+    return algo;
+}
+
+void GemmRunner::prepare(const GemmDesc& g, size_t workspace_bytes, const char* what, bool warm_up) {
+    if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+    (void)class_algo(g, workspace_bytes, what, warm_up);
+}
+
+void GemmRunner::warm_up() {
+    // No memory is touched (a heuristic query reads shapes only): stand-in 256-byte aligned addresses.
+    GemmDesc g;
+    g.m = 16;
+    g.n = 128 * 256;
+    g.k = 512;
+    g.a = {reinterpret_cast<const void*>(uintptr_t(1) << 20), 576, 0, false};
+    g.b = {reinterpret_cast<const void*>(uintptr_t(2) << 20), 512, 0, true};
+    g.c = reinterpret_cast<void*>(uintptr_t(3) << 20);
+    g.ldc = g.n;
+    prepare(g, kGemmWorkspaceBytes, "cuBLASLt's warm-up query", true);
+}
+
+std::shared_ptr<GemmRunner::Plan> GemmRunner::plan_for(const GemmDesc& g, size_t workspace_bytes, const char* what) {
+    const GemmAlgoKey key = gemm_algo_key(g, workspace_bytes);
+    {
+        std::lock_guard lock(mu_);
+        if (auto hit = plans_.find(key)) return std::move(*hit);
+    }
+    auto plan = std::make_shared<Plan>();
+    describe(plan->d, g, what);
+    auto* lt = static_cast<cublasLtHandle_t>(lt_);
+    // The class's algorithm, if cuBLASLt accepts it for this exact shape (and workspace) ...
+    std::shared_ptr<Algo> algo;
+    try {
+        algo = class_algo(g, workspace_bytes, what);
+    } catch (const Error&) {  // no algorithm for the class's top M: the exact shape's own query decides below
+    }
+    bool reused = false;
+    if (algo) {
+        cublasLtMatmulHeuristicResult_t check{};
+        const cublasStatus_t st = cublaslt().cublasLtMatmulAlgoCheck(lt, plan->d.desc.h, plan->d.la.h, plan->d.lb.h,
+                                                                     plan->d.lc.h, plan->d.lc.h, &algo->algo, &check);
+        reused = st == CUBLAS_STATUS_SUCCESS && check.state == CUBLAS_STATUS_SUCCESS &&
+                 check.workspaceSize <= workspace_bytes;
+    }
+    if (reused) {
+        plan->algo = algo->algo;
+    } else {
+        // ... else the heuristic for the exact shape (what every new M cost before the classes).
         Pref pref;
         MLAJIT_LT(cublasLtMatmulPreferenceCreate(&pref.h), what);
         uint64_t ws = workspace_bytes;
         MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
                   what);
+        const uint32_t align = uint32_t(gemm_alignment(g));
+        for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+            MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof(align)), what);
         cublasLtMatmulHeuristicResult_t result{};
         int found = 0;
-        MLAJIT_LT(cublasLtMatmulAlgoGetHeuristic(lt, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1, &result, &found), what);
+        StartupTimer t(StartupStep::cublaslt_heuristic);
+        MLAJIT_LT(cublasLtMatmulAlgoGetHeuristic(lt, plan->d.desc.h, plan->d.la.h, plan->d.lb.h, plan->d.lc.h, plan->d.lc.h,
+                                                 pref.h, 1, &result, &found),
+                  what);
         if (found < 1)
-            fail(MLAJIT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for {} (M {}, N {}, K {}, batch {}): report the shape",
-                 what, g.m, g.n, g.k, g.batch);
-        algo = std::make_shared<Algo>(Algo{result.algo});
-        std::lock_guard lock(mu_);
-        algos_.put(key, algo);
+            fail(MLAJIT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for {} (M {}, N {}, K {}, batch {}, alignment {} B): "
+                 "report the shape", what, g.m, g.n, g.k, g.batch, align);
+        plan->algo = result.algo;
     }
+    std::lock_guard lock(mu_);
+    if (reused) ++counts_.class_reuses;
+    else ++counts_.checks_refused, ++counts_.heuristic_queries;
+    plans_.put(key, plan);
+    return plan;
+}
+
+void GemmRunner::run(const GemmDesc& g, void* workspace, size_t workspace_bytes, CUstream stream, const char* what) {
+    if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+    // Keyed on the exact shape: the descriptors hold M, and the algorithm was checked for this M.
+    const std::shared_ptr<Plan> plan = plan_for(g, workspace_bytes, what);
     const float alpha = 1.f, beta = 0.f;
-    MLAJIT_LT(cublasLtMatmul(lt, desc.h, &alpha, g.b.data, la.h, g.a.data, lb.h, &beta, g.c, lc.h, g.c, lc.h, &algo->algo,
-                             workspace, workspace_bytes, reinterpret_cast<cudaStream_t>(stream)),
+    std::optional<StartupTimer> first;  // the handle's first matmul: cuBLASLt's kernels load lazily here
+    if (!first_matmul_done_.load(std::memory_order_relaxed)) first.emplace(StartupStep::cublaslt_first_matmul);
+    MLAJIT_LT(cublasLtMatmul(static_cast<cublasLtHandle_t>(lt_), plan->d.desc.h, &alpha, g.b.data, plan->d.la.h, g.a.data,
+                             plan->d.lb.h, &beta, g.c, plan->d.lc.h, g.c, plan->d.lc.h, &plan->algo, workspace,
+                             workspace_bytes, reinterpret_cast<cudaStream_t>(stream)),
               what);
+    if (first) first_matmul_done_.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace mlajit

@@ -14,6 +14,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_check.h"
 #include "mlajit_abi.h"
+#include "runtime/startup_times.h"
 
 namespace mlajit {
 
@@ -234,6 +235,7 @@ const Planner& cached_planner(const std::string& gpu_name, int heads, int topk, 
     std::lock_guard lock(mu);
     auto& p = cache[std::make_tuple(gpu_name, heads, topk, int(kv_format))];
     if (!p) {
+        StartupTimer t(StartupStep::planner_build);
         PlannerOptions o = planner_options(config(), heads, topk, default_cache_root_from(config()), gpu_name);
         o.kv_format = kv_format;
         p = std::make_unique<Planner>(std::move(o));

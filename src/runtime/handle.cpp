@@ -1,5 +1,7 @@
 #include "runtime/handle.h"
 
+#include <optional>
+
 #include "common/error.h"
 #include "common/log.h"
 #include "config/env.h"
@@ -48,9 +50,17 @@ Handle::Handle(int device) {
                           (void)cublaslt_available();
                       }
                       if (!cublaslt_available()) (void)cublaslt();  // throws the missing-library error
-                      StartupTimer t(StartupStep::cublaslt_create);
                       ScopedContext scope(ctx_);
-                      gemm_ = std::make_unique<GemmRunner>();
+                      {
+                          StartupTimer t(StartupStep::cublaslt_create);
+                          gemm_ = std::make_unique<GemmRunner>();
+                      }
+                      // cuBLASLt's one-time set-up on its first heuristic query, here rather than in a call.
+                      try {
+                          gemm_->warm_up();
+                      } catch (const std::exception& e) {  // a call's own query reports a real problem
+                          log().debug("cuBLASLt warm-up: {}", e.what());
+                      }
                   }).share();
 }
 
@@ -67,11 +77,13 @@ Handle::~Handle() {
 }
 
 GemmRunner& Handle::gemm() {
+    if (GemmRunner* g = gemm_checked_.load(std::memory_order_acquire)) return *g;  // every call after the first
     if (gemm_ready_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
         StartupTimer t(StartupStep::cublaslt_wait);
         gemm_ready_.wait();
     }
     gemm_ready_.get();  // rethrows the set-up's error (e.g. cuBLASLt missing) at every use
+    gemm_checked_.store(gemm_.get(), std::memory_order_release);
     return *gemm_;
 }
 
@@ -100,8 +112,11 @@ void Handle::launch(const KernelSpec& spec, Dim3 grid, int threads, int dyn_smem
     ScopedContext scope(ctx_);
     LoadedKernel k = store.function(spec, ctx_, dyn_smem);
     void* args[] = {params};
+    std::optional<StartupTimer> first;  // the first launch of a kernel: the driver may load it lazily here
+    if (k.first_use) first.emplace(StartupStep::kernel_first_launch);
     CUresult r = driver().cuLaunchKernel(k.fn, grid.x, grid.y, grid.z, (unsigned)threads, 1, 1, (unsigned)dyn_smem, stream,
                                          args, nullptr);
+    first.reset();
     if (r != CUDA_SUCCESS)
         cu_check(r, "cuLaunchKernel", fmt::format("launching {} with grid ({},{},{}) x {} threads, {} B shared memory",
                                                   spec_name(spec), grid.x, grid.y, grid.z, threads, dyn_smem).c_str());

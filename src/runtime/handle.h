@@ -3,11 +3,14 @@
 #pragma once
 #include <cuda.h>
 
+#include <atomic>
 #include <future>
 #include <memory>
 
 #include "jit/kernel_spec.h"
 #include "jit/kernel_store.h"
+
+struct mlajit_handle_s;  // the C API's handle (include/mlajit/mlajit.h)
 
 namespace mlajit {
 
@@ -54,7 +57,11 @@ private:
     std::string gpu_name_;
     std::unique_ptr<GemmRunner> gemm_;    // written by the background thread, read after gemm_ready_
     std::shared_future<void> gemm_ready_;  // that thread's end; holds its exception if it failed
+    std::atomic<GemmRunner*> gemm_checked_{nullptr};  // gemm_ once that thread succeeded (the hot path's test)
 };
+
+// The Handle behind a C API handle (tools and tests measure its parts; throws on NULL).
+Handle& handle_of(::mlajit_handle_s* h);
 
 // Pushes ctx for a scope if it is not the current one.
 class ScopedContext {

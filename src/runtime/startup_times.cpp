@@ -28,6 +28,11 @@ const char* startup_step_name(StartupStep step) {
         case StartupStep::cublaslt_create: return "cublaslt_create";
         case StartupStep::cublaslt_wait: return "cublaslt_wait";
         case StartupStep::kernel_load: return "kernel_load";
+        case StartupStep::kernel_first_launch: return "kernel_first_launch";
+        case StartupStep::cublaslt_heuristic: return "cublaslt_heuristic";
+        case StartupStep::cublaslt_first_matmul: return "cublaslt_first_matmul";
+        case StartupStep::cublaslt_warm_up: return "cublaslt_warm_up";
+        case StartupStep::planner_build: return "planner_build";
         case StartupStep::count_: break;
     }
     return "?";

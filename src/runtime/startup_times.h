@@ -14,6 +14,11 @@ enum class StartupStep {
     cublaslt_create,  // cublasLtCreate (same thread)
     cublaslt_wait,    // how long a call waited for that thread (the part of the two above on the call's path)
     kernel_load,      // a kernel's first use in a context: disk cache read (or compile) + cuModuleLoadData
+    kernel_first_launch,  // the first cuLaunchKernel of each loaded kernel (the driver's lazy loading lands here)
+    cublaslt_heuristic,   // cublasLtMatmulAlgoGetHeuristic queries (a new GEMM class, or a refused check)
+    cublaslt_first_matmul,  // the first cublasLtMatmul of each cuBLASLt handle (its kernels' lazy loading)
+    cublaslt_warm_up, // the heuristic query a handle's set-up thread makes after cublasLtCreate (GemmRunner::warm_up)
+    planner_build,    // a planner built: configuration, calibration table read and indexed
     count_
 };
 

@@ -90,3 +90,43 @@ TEST_CASE("lru map: least recently used out, a hit refreshes, put replaces") {
     zero.put(2, 2);
     CHECK(zero.size() == 1);
 }
+
+TEST_CASE("gemm M classes: powers of two, the class key differs from the exact key only in M") {
+    CHECK(gemm_m_class(1) == 1);
+    CHECK(gemm_m_class(2) == 2);
+    CHECK(gemm_m_class(3) == 4);
+    CHECK(gemm_m_class(16) == 16);
+    CHECK(gemm_m_class(17) == 32);
+    CHECK(gemm_m_class(527) == 1024);
+    CHECK(gemm_m_class(int64_t(1) << 40) == int64_t(1) << 40);
+    std::mt19937 rng(20261204);
+    std::uniform_int_distribution<int64_t> tokens(1, 1 << 20);
+    for (int i = 0; i < 10000; ++i) {
+        const int64_t m = tokens(rng);
+        const int64_t c = gemm_m_class(m);
+        REQUIRE(c >= m);
+        REQUIRE(c < 2 * m);
+        REQUIRE((c & (c - 1)) == 0);
+        // Every M of a class shares the class key, which is the exact key of the class's top M.
+        REQUIRE(gemm_class_key(up_projection(m), 1 << 20) == gemm_class_key(up_projection(c), 1 << 20));
+        REQUIRE(gemm_class_key(up_projection(m), 1 << 20) == gemm_algo_key(up_projection(c), 1 << 20));
+        if (m != c) REQUIRE(gemm_algo_key(up_projection(m), 1 << 20) != gemm_algo_key(up_projection(c), 1 << 20));
+    }
+    // What the class does not absorb: another N, workspace or alignment is another class.
+    GemmDesc g = up_projection(20);
+    g.n = 16 * 256;
+    CHECK(gemm_class_key(g, 1 << 20) != gemm_class_key(up_projection(20), 1 << 20));
+    CHECK(gemm_class_key(up_projection(20), 2 << 20) != gemm_class_key(up_projection(20), 1 << 20));
+}
+
+TEST_CASE("gemm alignment: the largest power of two up to 256 dividing every pointer") {
+    GemmDesc g = up_projection(8);
+    CHECK(gemm_alignment(g) == 256);
+    g.c = reinterpret_cast<void*>(uintptr_t(0x30000 + 16));
+    CHECK(gemm_alignment(g) == 16);
+    g.a.data = reinterpret_cast<const void*>(uintptr_t(0x10000 + 2));
+    CHECK(gemm_alignment(g) == 2);
+    g = up_projection(8);
+    g.b.data = reinterpret_cast<const void*>(uintptr_t(0x20000 + 128 + 64));
+    CHECK(gemm_alignment(g) == 64);
+}

@@ -7,7 +7,9 @@
 
 #include "gpu/gpu_fixture.h"
 #include "mlajit/mlajit.hpp"
+#include "ops/gemm.h"
 #include "reference/reference.h"
+#include "runtime/handle.h"
 
 using namespace mlajit;
 using namespace mlajit::test;
@@ -224,4 +226,21 @@ TEST_CASE("gpu: mla_prefill takes the engine's inputs: model top-k below the pad
     run_mla_case(G, {16, {{300, 300}, {200, 2600}, {0, 50}, {700, 3000}}, 256, true, 0, false, 64});
     run_mla_case(G, {20, {{1, 1}, {129, 700}, {33, 2000}}, 256, false, 300, true, 16});
     run_mla_case(G, {16, {{40, 100}, {7, 77}}, 64, true, 0, false, 1});
+}
+
+TEST_CASE("gpu: mla_prefill is right at every token count of a GEMM class (the class's algorithm, checked, reused)") {
+    MLAJIT_REQUIRE_GPU();
+    // The projections' cuBLASLt algorithm is chosen once per power-of-two class of M (the token count) and
+    // reused for the class's other counts once cublasLtMatmulAlgoCheck accepts it (ops/gemm.h). Counts of
+    // two classes, the top first and out of order after it, through every path (dense MHA: the K/V
+    // up-projection; sparse MQA: the batched absorption and output projection).
+    auto& gemm = handle_of(G->handle).gemm();
+    const auto before = gemm.counts();
+    for (int32_t t : {16, 9, 13, 11, 15, 128, 65, 100, 127})
+        run_mla_case(G, {16, {{t, t}}, 2048, true});
+    const auto after = gemm.counts();
+    MESSAGE("gemm: " << after.heuristic_queries - before.heuristic_queries << " heuristic queries, "
+                     << after.class_reuses - before.class_reuses << " class reuses, "
+                     << after.checks_refused - before.checks_refused << " checks refused");
+    CHECK(after.class_reuses > before.class_reuses);
 }

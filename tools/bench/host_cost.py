@@ -6,10 +6,13 @@ Prints (median per call, each call timed alone; launches queued, a synchronizati
 the timed calls):
   C API (mlajit-host-cost, C++): the checks, planning, schedule and workspace query apart (CPU only), the
       workspace query and a whole mlajit_mla_prefill through the C API (a fixed length, then a new length
-      every call), and the first call of a fresh process (mlajit_create + first mlajit_mla_prefill, CUDA
-      context already current), also split into its parts: driver, context, mlajit_create, workspace
-      query, the wait for cuBLASLt's background set-up, NVRTC's load (0 on a warm cache), kernel loads,
-      launches and the rest;
+      every call, with how many cuBLASLt heuristic queries and M-class reuses that took), the call's parts
+      on the GPU (split.*: checks, planning, schedule, the up-projection's cublasLtMatmul, MHA's checks, TMA
+      maps and launch), and the first call of a fresh process (mlajit_create + first mlajit_mla_prefill,
+      CUDA context already current), also split into its parts: driver, context, mlajit_create, workspace
+      query, the wait for cuBLASLt's background set-up (load, create, warm-up query), NVRTC's load (0 on a
+      warm cache), kernel loads, the kernels' first launches, cuBLASLt's heuristic queries and first
+      matmul, and the rest;
   Python: torch.ops.mlajit.mla_prefill (the custom op), mlajit.mla_prefill (the ctypes function), an empty
       torch custom op for the dispatcher's own share, and the first call of a fresh Python process (torch
       imported and CUDA initialized before the clock starts: an engine has both).

@@ -24,10 +24,15 @@
 
 #include "common/error.h"
 #include "cuda/cublaslt_api.h"
+#include "cuda/driver_api.h"
 #include "jit/kernel_store.h"
 #include "device_timing.h"
 #include "mlajit/mlajit.hpp"
+#include "ops/gemm.h"
+#include "ops/kernel_configs.h"
+#include "ops/mha_sm90_maps.h"
 #include "ops/mla_prefill.h"
+#include "ops/ops.h"
 #include "runtime/startup_times.h"
 
 namespace {
@@ -173,6 +178,8 @@ int first_call(const Options& o) {
     const auto t_alloc = Clock::now();
     const double nvrtc_before = mlajit::startup_ms(StartupStep::nvrtc_load);
     const double kernels_before = mlajit::startup_ms(StartupStep::kernel_load);
+    const double first_launch_before = mlajit::startup_ms(StartupStep::kernel_first_launch);
+    const double heuristic_before = mlajit::startup_ms(StartupStep::cublaslt_heuristic);
     check(mlajit_mla_prefill(h, &c.a, nullptr), "mlajit_mla_prefill");
     const auto t1 = Clock::now();
     MLAJIT_CU(cuCtxSynchronize(), "waiting for the first call");
@@ -189,12 +196,23 @@ int first_call(const Options& o) {
         std::printf("first.context_ms %.3f   (before the clock: primary context)\n", ms(t_driver, t_ctx));
         std::printf("first.create_ms %.3f\nfirst.workspace_query_ms %.3f\nfirst.call_queued_ms %.3f\n", ms(t0, t_create),
                     ms(t_create, t_ws), call);
-        std::printf("first.  cublaslt_wait_ms %.3f   (background: load %.3f ms, create %.3f ms)\n", lt_wait,
-                    mlajit::startup_ms(StartupStep::cublaslt_load), mlajit::startup_ms(StartupStep::cublaslt_create));
+        std::printf("first.  cublaslt_wait_ms %.3f   (background: load %.3f ms, create %.3f ms, warm-up query %.3f ms)\n",
+                    lt_wait, mlajit::startup_ms(StartupStep::cublaslt_load), mlajit::startup_ms(StartupStep::cublaslt_create),
+                    mlajit::startup_ms(StartupStep::cublaslt_warm_up));
         std::printf("first.  nvrtc_load_ms %.3f   (0: not loaded, the warm cache's keys were known without it)\n", nvrtc);
         std::printf("first.  kernel_load_ms %.3f   (%lld kernels: disk read + cuModuleLoadData)\n", kernels,
                     (long long)mlajit::startup_count(StartupStep::kernel_load));
-        std::printf("first.  launches_rest_ms %.3f\nfirst.wait_ms %.3f\n", call - lt_wait - nvrtc - kernels, ms(t1, t2));
+        const double first_launch = mlajit::startup_ms(StartupStep::kernel_first_launch) - first_launch_before;
+        const double heuristic = mlajit::startup_ms(StartupStep::cublaslt_heuristic) - heuristic_before;
+        const double first_matmul = mlajit::startup_ms(StartupStep::cublaslt_first_matmul);
+        std::printf("first.  kernel_first_launch_ms %.3f   (%lld first cuLaunchKernel: the driver's lazy load)\n",
+                    first_launch, (long long)mlajit::startup_count(StartupStep::kernel_first_launch));
+        std::printf("first.  cublaslt_heuristic_ms %.3f   (%lld queries in the call; %.3f ms in the workspace query "
+                    "before)\n", heuristic, (long long)mlajit::startup_count(StartupStep::cublaslt_heuristic), heuristic_before);
+        std::printf("first.  cublaslt_first_matmul_ms %.3f\n", first_matmul);
+        std::printf("first.  launches_rest_ms %.3f\nfirst.wait_ms %.3f\n",
+                    call - lt_wait - nvrtc - kernels - first_launch - heuristic - first_matmul, ms(t1, t2));
+        std::printf("first.planner_build_ms %.3f   (in the workspace query)\n", mlajit::startup_ms(StartupStep::planner_build));
     }
     const auto& st = mlajit::KernelStore::global().stats();
     std::printf("first.kernels disk_hits %lld compiled %lld modules_loaded %lld\n", (long long)st.disk_hits.load(),
@@ -205,8 +223,9 @@ int first_call(const Options& o) {
 
 // Runs this program with --first-call in a fresh process; returns {queued ms, done ms} ({-1, -1} on
 // failure) and, with split, the parts' lines in `parts`.
-std::pair<double, double> run_child(const Options& o, bool split = false, std::string* parts = nullptr) {
-    std::string cmd = o.self + " --first-call --tokens " + std::to_string(o.tokens) + " --batch " + std::to_string(o.batch) +
+std::pair<double, double> run_child(const Options& o, bool split = false, std::string* parts = nullptr,
+                                    const std::string& env = "") {
+    std::string cmd = env + (env.empty() ? "" : " ") + o.self + " --first-call --tokens " + std::to_string(o.tokens) + " --batch " + std::to_string(o.batch) +
                       " --heads " + std::to_string(o.heads) + " --topk " + std::to_string(o.topk) + (split ? " --split" : "");
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return {-1, -1};
@@ -222,6 +241,73 @@ std::pair<double, double> run_child(const Options& o, bool split = false, std::s
 
 void fresh_lengths(const Options& o, mlajit::Runtime& rt);
 
+// mlajit_mla_prefill's parts on the GPU machine, each timed alone the way the call runs it (the dense path's
+// one step: the K/V up-projection, then MHA): what the whole call's microseconds are made of.
+void api_split(const Options& o, mlajit_handle handle, const Call& c) {
+    using namespace mlajit;
+    Handle& h = handle_of(handle);
+    const mlajit_mla_prefill_args& a = c.a;
+    const int32_t* cu = c.cu_host.data();
+    auto sync = [] { MLAJIT_CU(cuCtxSynchronize(), "sync"); };
+    print("split.check_args", median_ns(o.iters, [&] { (void)check_mla_args(a, true); }), o);
+    const MlaShapes s = check_mla_args(a, true);
+    print("split.plan_paths", median_ns(o.iters, [&] { (void)plan_mla_paths(h.gpu_name(), s, cu, cu, -1); }), o);
+    const auto paths = plan_mla_paths(h.gpu_name(), s, cu, cu, -1);
+    print("split.schedule", median_ns(o.iters, [&] { (void)schedule_mla(s, cu, cu, paths); }), o);
+    const MlaSchedule sch = schedule_mla(s, cu, cu, paths);
+    if (sch.steps.size() != 1 || sch.steps[0].path != Path::dense_mha) {
+        std::printf("split: the call is not one dense step (%zu steps): parts not timed\n", sch.steps.size());
+        return;
+    }
+    const MlaStep& st = sch.steps[0];
+    const MlaStepLayout l = step_layout(s, st);
+    char* ws = static_cast<char*>(a.workspace);
+    const int64_t H = s.heads, kv_row = H * 256, T = s.total_q;
+    ScopedContext scope(h.context());
+    print("split.cuCtxGetCurrent", median_ns(o.iters, [&] {
+              CUcontext cur = nullptr;
+              MLAJIT_CU(cuCtxGetCurrent(&cur), "ctx");
+          }), o);
+    GemmDesc g;
+    g.m = T;
+    g.n = kv_row;
+    g.k = 512;
+    g.a = {a.kv_c.data, a.kv_c.stride[0], 0, false};
+    g.b = {a.w_kv_b.data, a.w_kv_b.stride[0], 0, true};
+    g.c = ws + l.kv_up;
+    g.ldc = kv_row;
+    print("split.gemm (up-projection, queued)",
+          median_ns(o.iters, [&] { h.gemm().run(g, ws, kGemmWorkspaceBytes, nullptr, "up-projection"); }, sync), o);
+    mlajit_mha_args m = MLAJIT_ARGS_INIT(mlajit_mha_args);
+    m.q = strided_tensor(a.q_nope.data, MLAJIT_BF16, {T, H, 192}, {a.q_nope.stride[0], a.q_nope.stride[1], 1});
+    m.k_nope = strided_tensor(ws + l.kv_up, MLAJIT_BF16, {T, H, 128}, {kv_row, 256, 1});
+    m.v = strided_tensor(ws + l.kv_up + 256, MLAJIT_BF16, {T, H, 128}, {kv_row, 256, 1});
+    m.k_pe = a.k_pe;
+    m.out = a.out;
+    m.lse = strided_tensor(ws + l.lse, MLAJIT_FP32, {T, H}, {H, 1});
+    m.cu_seqlens_q = a.cu_seqlens_q;
+    m.cu_seqlens_k = a.cu_seqlens_k;
+    m.cu_seqlens_q_host = cu;
+    m.cu_seqlens_k_host = cu;
+    m.sm_scale = a.sm_scale;
+    print("split.plan_mha (checks, params)", median_ns(o.iters, [&] { (void)plan_mha(h.arch(), m); }), o);
+    auto plan = plan_mha(h.arch(), m);
+    const auto encode = driver().cuTensorMapEncodeTiled;
+    if (plan.spec.family == Family::mha_fwd_sm90 && encode) {
+        MhaFwdSm90Params p90;
+        print("split.tma_maps (4 cuTensorMapEncodeTiled)",
+              median_ns(o.iters, [&] { (void)encode_mha_sm90_maps(encode, plan.params, T, T, p90); }), o);
+        (void)encode_mha_sm90_maps(encode, plan.params, T, T, p90);
+        print("split.launch (lookup + cuLaunchKernel)",
+              median_ns(o.iters, [&] { h.launch(plan.spec, plan.grid, plan.threads, plan.smem, &p90, nullptr); }, sync), o);
+    } else {
+        print("split.launch (lookup + cuLaunchKernel)",
+              median_ns(o.iters, [&] { launch_plan(h, plan, nullptr); }, sync), o);
+    }
+    print("split.mha_prefill (the three above)", median_ns(o.iters, [&] { mha_prefill(h, m, nullptr); }, sync), o);
+    print("split.mla_prefill (internal, no C API)", median_ns(o.iters, [&] { mla_prefill(h, a, nullptr); }, sync), o);
+}
+
 void gpu_calls(const Options& o) {
     mlajit::tools::open_gpu0();
     GpuSetup g(o);
@@ -236,7 +322,13 @@ void gpu_calls(const Options& o) {
     auto sync = [] { MLAJIT_CU(cuCtxSynchronize(), "sync"); };
     print("api.mla_prefill (launches queued)",
           median_ns(o.iters, [&] { check(mlajit_mla_prefill(rt.get(), &c.a, nullptr), "mla_prefill"); }, sync), o);
+    api_split(o, rt.get(), c);
     fresh_lengths(o, rt);
+    auto& gemm = mlajit::handle_of(rt.get()).gemm();
+    const auto n = gemm.counts();
+    std::printf("gemm: %lld heuristic queries, %lld shapes served by their M class's algorithm (checked), %lld checks "
+                "refused; %zu shapes held\n", (long long)n.heuristic_queries, (long long)n.class_reuses,
+                (long long)n.checks_refused, gemm.cached_algos());
 }
 
 // An engine rarely sends the same token count twice (prompt and chunk lengths vary), so time the call with
