@@ -451,6 +451,10 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         issue_qk(0);
         turn_end(false);
         load_mask_stage(0, tile);
+        // The next tile to visit, looked up while the tensor cores run Q K^T: masked, next_tile is a shared
+        // load of a bitmap word and a few dependent integer steps, which at the end of the iteration sat on
+        // the chain from one GEMM issue to the next (2026-12-03 evening: ~7 % of a masked tile at h16 S8k).
+        int nxt = next_tile(tile);
         wgmma_wait<0>();
         fence_regs(s);
         mbar_arrive(&bar_empty_k[0]);
@@ -459,7 +463,7 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         int prev_stage = 0;
         unsigned prev_phase = 0;
         int i = 1, last = tile;
-        for (tile = next_tile(tile); tile >= 0; last = tile, tile = next_tile(tile), ++i) {
+        for (tile = nxt; tile >= 0; last = tile, tile = nxt, ++i) {
             const int stage = i % ST;
             const unsigned phase = (i / ST) & 1;
             mbar_wait(&bar_k[stage], phase);
@@ -469,6 +473,7 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
             issue_pv(prev_stage);
             turn_end(false);
             load_mask_stage(stage, tile);
+            nxt = next_tile(tile);
             wgmma_wait<1>();  // S of this tile done; P V of the previous one may still run
             fence_regs(s);
             mbar_arrive(&bar_empty_k[stage]);

@@ -64,6 +64,8 @@ if [ -n "${OLD_KSRC:-}" ]; then
 fi
 msk rpb4 4 & pids+=($!)
 msk rpb1 1 & pids+=($!)
+msk rpb8 8 & pids+=($!)
+msk rpb16 16 & pids+=($!)
 "$NVCC" "${FLAGS[@]}" "${hflags[@]}" -c "$here/harness.cu" -o "$bd/harness.o" & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done

@@ -71,6 +71,8 @@ MHA_VARIANTS(DECL_MHA)
 MHA_MASKED_VARIANTS(DECL_MHA_M)
 extern "C" cudaError_t launch_rpb4(const TopkMaskParams*, cudaStream_t);
 extern "C" cudaError_t launch_rpb1(const TopkMaskParams*, cudaStream_t);
+extern "C" cudaError_t launch_rpb8(const TopkMaskParams*, cudaStream_t);
+extern "C" cudaError_t launch_rpb16(const TopkMaskParams*, cudaStream_t);
 #ifdef WITH_OLD
 extern "C" cudaError_t launch_oldrpb4(const TopkMaskParams*, cudaStream_t);
 #endif
@@ -737,6 +739,8 @@ int main(int argc, char** argv) {
             printf(" topk=%d (setup %.1fs)\n", sc.topk, now_s() - t0);
             bool mask_ok = check_mask(P, launch_rpb4, "rpb4");
             mask_ok &= check_mask(P, launch_rpb1, "rpb1");
+            mask_ok &= check_mask(P, launch_rpb8, "rpb8");
+            mask_ok &= check_mask(P, launch_rpb16, "rpb16");
             // the masked MHA runs on the GPU-built mask (rpb1 result now in P.dmask; rebuild with rpb4)
             {
                 TopkMaskParams m = make_mask_params(P);
@@ -778,8 +782,12 @@ int main(int argc, char** argv) {
                 CK(cudaDeviceSynchronize());
                 const float ms = time_ms([&] { CK(launch_rpb4(&m, 0)); });
                 table.push_back({"mask rpb4", "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms, 0, 0});
-                const float ms1 = time_ms([&] { CK(launch_rpb1(&m, 0)); });
-                table.push_back({"mask rpb1", "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms1, 0, 0});
+                const std::pair<const char*, mask_launch_fn> others[] = {{"rpb1", launch_rpb1}, {"rpb8", launch_rpb8}, {"rpb16", launch_rpb16}};
+                for (const auto& o : others) {
+                    const float ms1 = time_ms([&] { CK(o.second(&m, 0)); });
+                    table.push_back({std::string("mask ") + o.first, "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms1, 0, 0});
+                    check_mask(P, o.second, o.first);
+                }
 #ifdef WITH_OLD
                 const float ms_old = time_ms([&] { CK(launch_oldrpb4(&m, 0)); });
                 table.push_back({"mask oldrpb4", "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms_old, 0, 0});
