@@ -29,7 +29,8 @@
 //   shapes MJ_D_NOPE = 128, MJ_D_ROPE = 64, MJ_D_V = 128; MJ_MASKED in {0, 1}; MJ_ARCH == 90 (sm_90a).
 //
 // Input requirements (the host checks them): base pointers 16-byte aligned, token and head strides
-// multiples of 8 elements (TMA strides are multiples of 16 bytes). Tiles are read with TMA boxes that
+// multiples of 8 elements (TMA strides are multiples of 16 bytes); masked, a mask row stride of a
+// multiple of 4 words (src/ops/mha_sm90_maps.h: mha_sm90_mask_ok; the host runs the portable tier if not). Tiles are read with TMA boxes that
 // may extend past a request's last key or query into the next request's rows (or are zero-filled past
 // the tensor): such keys are masked by the causal test before the softmax, so they contribute P = 0,
 // and such query rows are never stored. Masked tile skipping covers the first 64*32*MJ_BLOCK_N keys of
@@ -109,9 +110,7 @@ MJ_DEVICE void fence_regs(float (&r)[N]) {
     for (int i = 0; i < N; ++i) mj90::reg_fence(r[i]);
 }
 
-}  // namespace mj_mha90
 
-namespace mj_mha90 {
 // The kernel's body, dense and masked. P is the kernel's __grid_constant__ parameter: the tensor maps are
 // used in place, from parameter space.
 MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
