@@ -57,6 +57,7 @@
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
+#include "sparse_mqa/online_softmax.cuh"
 
 #ifndef MJ_MQA_KSPLIT  // development overrides only; the runtime never sets them
 #define MJ_MQA_KSPLIT (MJ_BLOCK_H == 64 ? 2 : 1)
@@ -453,14 +454,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
             tm0 = fmaxf(tm0, s_stat[orow0 * kCG + c]);
             tm1 = fmaxf(tm1, s_stat[(orow0 + 8) * kCG + c]);
         }
-        const float mn0 = fmaxf(m0, tm0), mn1 = fmaxf(m1, tm1);
-        // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
-        // Unfused products, so an unchanged max gives alpha exactly 1 and the O rescale can be skipped.
-        const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
-        const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
-        const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
-        m0 = mn0;
-        m1 = mn1;
+        float ms0, ms1, al0, al1;
+        mj_online_max2(m0, m1, tm0, tm1, sl2, ms0, ms1, al0, al1);
         float rs0 = 0.f, rs1 = 0.f;
         unsigned char* prow0 = smem + kOffP + orow0 * kN * 2;
         unsigned char* prow1 = prow0 + 8 * kN * 2;

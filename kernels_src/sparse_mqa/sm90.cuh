@@ -33,177 +33,22 @@
 //    copies its half into the peer's ring with bulk shared::cluster copies, halving the L2 -> SM traffic
 //    at h = 128. Correct but slower as built (13.4 against 9.7 ms at h = 128, 8k): each half is forwarded
 //    only after all of it landed, a full latency added to every tile (docs/perf_mqa_notes.md).
-//  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring and math; the producer loads each row's 512
-//    e4m3 codes into registers and writes the dequantized bf16 into the slot itself (no shared memory is
-//    left for a raw ring). Measured on the H200 (8k, paged): 1.5x the bf16 time at 32-128 heads; with the
-//    conversion left out (math kept) still 1.38x at 128 heads: the register-staged producer itself, then
-//    the dequantization, bound it (docs/perf_mqa_notes.md).
+//  * The FP8 latent cache (KV_FP8 = 1, fp8.cuh): the same ring; the producer loads each row's 512 e4m3 codes
+//    into registers and writes the dequantized bf16 into the slot itself (no shared memory is left for a raw
+//    ring), math on schedule 0. Measured on the H200 (8k, paged): 1.6x the bf16 time at 32-128 heads; with
+//    the conversion left out (math kept) still 1.38x at 128 heads (docs/perf_mqa_notes.md).
+//    MJ_MQA90_F8STAGE = 1 (development switch): the raw 656-byte rows are cp.async'ed into the slot itself
+//    (codes into the producer warp's own rows of blocks 4-7, k_pe into block 8, scales into the P region),
+//    each producer warp dequantizes its 16 rows shared -> shared, and the math runs schedule 1; the slot is
+//    released in two parts (empty_hi: blocks 4-8, after warpgroup 1's P V; empty: blocks 0-3) so the next
+//    tile's raw rows land while warpgroup 0 still reads V. First form measured 1.3 % faster than the
+//    register producer (16.71 against 16.93 ms, 128 heads); the current form is not measured yet.
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
+#include "sparse_mqa/online_softmax.cuh"
 
-// ================= Hopper PTX wrappers (namespace mj90; the lead folds them into kernels_src/sm90.cuh) =================
-namespace mj90 {
-
-MJ_DEVICE unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-MJ_DEVICE void mbar_init(unsigned long long* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-MJ_DEVICE void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-MJ_DEVICE void mbar_arrive(unsigned long long* bar) {
-    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(smem_u32(bar)) : "memory");
-}
-MJ_DEVICE void mbar_wait(unsigned long long* bar, unsigned phase) {
-    asm volatile(
-        "{\n .reg .pred p;\n MJ90_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra MJ90_WAIT;\n}" ::"r"(
-            smem_u32(bar)),
-        "r"(phase)
-        : "memory");
-}
-MJ_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-MJ_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-MJ_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-MJ_DEVICE void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Shared-memory matrix descriptor: start address, leading / stride byte offsets, swizzle (128/64/32/0 B).
-MJ_DEVICE unsigned long long smem_desc(const void* smem, int swizzle_bytes, int sbo_bytes, int lbo_bytes) {
-    const unsigned long long layout = swizzle_bytes == 128 ? 1ull : swizzle_bytes == 64 ? 2ull : swizzle_bytes == 32 ? 3ull : 0ull;
-    return (unsigned long long)((smem_u32(smem) & 0x3FFFF) >> 4) | ((unsigned long long)((lbo_bytes >> 4) & 0x3FFF) << 16) |
-           ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (layout << 62);
-}
-// The same from a shared-window address (cheaper in loops: add byte offsets to the address, not the pointer).
-MJ_DEVICE unsigned long long smem_desc_addr(unsigned addr, int swizzle_bytes, int sbo_bytes, int lbo_bytes) {
-    const unsigned long long layout = swizzle_bytes == 128 ? 1ull : swizzle_bytes == 64 ? 2ull : swizzle_bytes == 32 ? 3ull : 0ull;
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo_bytes >> 4) & 0x3FFF) << 16) |
-           ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (layout << 62);
-}
-
-template <int R>
-MJ_DEVICE void setmaxnreg_inc() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
-}
-template <int R>
-MJ_DEVICE void setmaxnreg_dec() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
-}
-// barrier.sync without .aligned (bar.sync is the .aligned form): the softmax reaches its P hand-over barrier
-// straight out of lane-divergent code (the alpha stores, the O rescale), and compute-sanitizer synccheck
-// reported "divergent thread(s)" at the aligned form on the H200 (2026-12-03); the plain form is defined for
-// a warp that arrives in pieces.
-MJ_DEVICE void named_bar_sync(int id, int threads) { asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
-MJ_DEVICE void named_bar_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
-
-MJ_DEVICE void cp_async_16(void* smem, const void* gmem, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-MJ_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-MJ_DEVICE void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-// Extra (not in the shared vocabulary): 16 / 4 bytes of read-only global data, kept out of L1.
-MJ_DEVICE void ld_global_nc_v4(mj_u32 (&r)[4], const void* g) {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(g));
-}
-MJ_DEVICE float ld_global_nc_f32(const void* g) {
-    float v;
-    asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(g));
-    return v;
-}
-// Extra (not in the shared vocabulary), for the 2-CTA pair (MJ_MQA90_PAIR): cluster rank, the address of the
-// same shared-memory location in CTA `rank` of the cluster, arrivals on a peer's mbarrier, a wait that
-// acquires at cluster scope, bulk copies into a peer's shared memory, the cluster barrier.
-MJ_DEVICE unsigned cluster_ctarank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-MJ_DEVICE unsigned mapa_shared(unsigned addr, unsigned rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-MJ_DEVICE void mbar_arrive_cluster(unsigned cluster_addr) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
-}
-MJ_DEVICE void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-MJ_DEVICE void mbar_wait_cluster(unsigned long long* bar, unsigned phase) {
-    asm volatile(
-        "{\n .reg .pred p;\n MJ90_WAITC:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n @!p bra MJ90_WAITC;\n}" ::"r"(
-            smem_u32(bar)),
-        "r"(phase)
-        : "memory");
-}
-MJ_DEVICE void bulk_copy_to_peer(unsigned dst_cluster, unsigned src_cta, unsigned bytes, unsigned bar_cluster) {
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst_cluster),
-                 "r"(src_cta), "r"(bytes), "r"(bar_cluster)
-                 : "memory");
-}
-MJ_DEVICE void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-// Extra (not in the shared vocabulary): the completion of this thread's earlier cp.async arrives on `bar`
-// (noinc: the barrier's expected count includes these arrivals).
-MJ_DEVICE void cp_async_mbar_arrive_noinc(unsigned long long* bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-
-// D[64 x 32] (fp32, 16 registers a thread) += A[64 x 16] . B[16 x 32], A and B from shared memory
-// (descriptors); trans_b = 1 reads B as MN-major (V stored [key][column]), 0 as K-major.
-template <int TRANS_B>
-MJ_DEVICE void wgmma_m64n32k16_ss(float (&d)[16], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %19, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, %18;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(desc_a), "l"(desc_b), "n"(TRANS_B), "r"(1));
-}
-
-// D[64 x 256] (fp32, 128 registers a thread) += A[64 x 16] . B[16 x 256], A and B from shared memory
-// (descriptors); trans_b = 1 reads B as MN-major (V stored [key][column]), 0 as K-major.
-template <int TRANS_B>
-MJ_DEVICE void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %131, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, %130;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(desc_a), "l"(desc_b), "n"(TRANS_B), "r"(1));
-}
-
-
-// D[64 x 64] (fp32, 32 registers a thread) += A[64 x 16] . B[16 x 64], both from shared memory, B K-major.
-MJ_DEVICE void wgmma_m64n64k16_ss(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-
-// D[64 x 256] (fp32, 128 registers a thread) += A[64 x 16] . B[16 x 256], A from registers (four bf16x2 a
-// thread, the m16n8k16 A-fragment layout per warp: the layout of a bf16-packed m64nN accumulator), B from
-// shared memory; trans_b = 1 reads B as MN-major.
-template <int TRANS_B>
-MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsigned long long desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %134, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, %133;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(1));
-}
-
-}  // namespace mj90
+#include "sm90.cuh"
 // ================= end of the Hopper PTX wrappers =================
 
 #ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
@@ -218,6 +63,25 @@ MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsign
                         // hazards for 0 (between the epilogue's O staging stores and loads, across a bar.sync that
                         // is in the SASS) and none for 1, so 1 it is.
 #define MJ_MQA90_PSYNC 1
+#endif
+#ifndef MJ_MQA90_F8STAGE  // the FP8 cache's producer: 1 = raw 656-byte rows cp.async'ed into the slot, dequantized
+                          // shared -> shared, math on schedule 1; 0 = codes staged through registers, schedule 0.
+                          // Development switch, 0 by default: its first version measured 1.3 % faster than 0 (H200,
+                          // 8k, 128 heads: 16.71 against 16.93 ms), the current one (loads a tile ahead, two copy
+                          // groups a tile) is not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
+#define MJ_MQA90_F8STAGE 0
+#endif
+#ifndef MJ_MQA90_LATEHO  // schedule 1: warpgroup 0 hands tile t to warpgroup 1 after issuing S(t + 1), so that
+                         // warpgroup 1's P V(t) queues behind S(t + 1) and runs during the softmax of t + 1.
+                         // Measured slower (H200, 8k, 128 heads: 10.06 against 9.56 ms; FP8 staged 18.71 against
+                         // 16.71): development switch, off.
+#define MJ_MQA90_LATEHO 0
+#endif
+#ifndef MJ_MQA90_SPLITREL  // bf16, schedule 1: the producer refills column blocks 4-8 of a slot once warpgroup 1 is
+                           // done with it (and warpgroup 0 handed the tile over), blocks 0-3 once warpgroup 0 is, so
+                           // 40 of the 72 KB are in flight before warpgroup 0 releases the slot. Development switch,
+                           // not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
+#define MJ_MQA90_SPLITREL 0
 #endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
@@ -261,22 +125,57 @@ static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the in
 constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads (schedule 0)
 constexpr int kBarP0 = 1;                           // schedule 1: kBarP0, kBarP0 + 1 hand tiles over; kBarEnd
 constexpr bool kFp8 = MJ_KV_FP8 != 0;
+// FP8, MJ_MQA90_F8STAGE = 1: the raw rows are staged in shared memory (the producer needs few registers).
+constexpr bool kF8Stage = kFp8 && MJ_MQA90_F8STAGE != 0;
+constexpr bool kF8Regs = kFp8 && !kF8Stage;  // the register-staged FP8 producer
 // Registers after setmaxnreg. bf16: a lean cp.async producer. FP8: the producer holds a tile's 16 rows a warp
 // in registers (64 a thread) between their loads and their dequantization, and the next tile's loads are
 // issued as registers free up; the math code fits 176 without spills (it takes 184 of a 232 budget). The
 // math warps' increase must be covered by what the producer releases (168 -> 144: 3,072 registers;
 // 168 -> 176: 2,048), or setmaxnreg.inc would wait forever.
-constexpr int kProducerRegs = kFp8 ? 144 : 40;
-constexpr int kMathRegs = kFp8 ? 176 : 232;
+// Staged FP8: the dequantizing producer spills at 40-64 registers (ptxas 13.0) and fits 72.
+constexpr int kProducerRegs = kF8Regs ? 144 : kF8Stage ? 72 : 40;
+constexpr int kMathRegs = kF8Regs ? 176 : kF8Stage ? 216 : 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
 static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the producer must release what the math warps take");
-// Math schedule (MJ_MQA90_SCHED above). The FP8 kernel keeps schedule 0: schedule 1 spills at its 176 registers.
-constexpr bool kSched1 = MJ_MQA90_SCHED == 1 && !kFp8;
+// Math schedule (MJ_MQA90_SCHED above). The register-staged FP8 producer keeps schedule 0: schedule 1 spills at
+// its 176 registers; the shared-memory-staged one needs schedule 1 (the empty_hi barriers below).
+constexpr bool kSched1 = (MJ_MQA90_SCHED == 1 && !kFp8) || kF8Stage;
 constexpr bool kPair = MJ_MQA90_PAIR != 0;
-static_assert(!kPair || kSched1, "the CTA pair needs schedule 1 (bf16)");
+static_assert(!kPair || (kSched1 && !kFp8), "the CTA pair needs schedule 1 (bf16)");
+// Slots released in two parts (empty: warpgroup 0 is done with blocks 0-3; empty_hi: warpgroup 0 handed the
+// tile over and warpgroup 1 is done, blocks 4-8): the staged FP8 producer, and bf16 with MJ_MQA90_SPLITREL.
+constexpr bool kSplitRel = !kFp8 && !kPair && kSched1 && MJ_MQA90_SPLITREL != 0;
+constexpr bool kSplitEmpty = kF8Stage || kSplitRel;
 constexpr int kPairHalf = 8 * 32 * 128;  // bytes a CTA receives per tile: 32 rows x 128 B of the 8 latent column blocks
 // Pair mode: own[s], the completion of this CTA's half of slot s, lives beside schedule 1's scratch in the P region.
 constexpr int kOffOwn = kOffP + 1024;
+// Staged FP8: empty_hi[s] (warpgroup 1 is done with slot s: its blocks 4-8 may take the next raw rows) at kOffOwn,
+// and the 4 fp32 scales of every row of slot s at kOffScale + s * 1024.
+constexpr int kOffScale = kOffP + 2048;
+static_assert(kOffScale + kS * 1024 <= kOffP + kBlk, "the staged FP8 scales fit in the P region");
+// Staged FP8, raw codes of producer warp pw (rows 16 pw .. 16 pw + 15) in its own rows of blocks 4-7: the 64 codes
+// of output column block b (b = 0..7) of row i (0..15) at block 4 + b / 2, byte pw * 2048 + (b & 1) * 1024 + i * 64,
+// 16-byte chunk q (0..3) at (q ^ ((i >> 1) & 1)): the dequantization of block b reads them conflict-free, and
+// its stores into block 4 + j (j = 0..3) overwrite only raw codes of blocks 2j, 2j + 1, already converted
+// (block 7's own codes: read before the stores).
+MJ_DEVICE unsigned raw_off(int pw, int b, int i, int q) {
+    return (unsigned)((4 + (b >> 1)) * kBlk + pw * 2048 + (b & 1) * 1024 + i * 64 + ((q ^ ((i >> 1) & 1)) << 4));
+}
+
+// O (the m64n512 accumulator of one math warpgroup, rows row0 and row0 + 8 of each thread) times the
+// rows' alphas; skipped when neither row's max moved.
+MJ_DEVICE void rescale_o(float (&o)[128], float al0, float al1) {
+    if (al0 != 1.f || al1 != 1.f) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            o[4 * i] *= al0;
+            o[4 * i + 1] *= al0;
+            o[4 * i + 2] *= al1;
+            o[4 * i + 3] *= al1;
+        }
+    }
+}
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
 MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
@@ -317,9 +216,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::mbar_init(&own[s], 128);   // this CTA's cp.async half
                 mj90::mbar_init(&full[s], 1);    // one arrive.expect_tx for the peer's half, after our own half
                 mj90::mbar_init(&empty[s], kConsumers + 8);  // every local math thread, one per peer math warp
+            } else if constexpr (kSplitEmpty) {
+                mj90::mbar_init(&full[s], 128);   // every producer thread, after its dequantized stores / copies
+                mj90::mbar_init(&empty[s], 128);  // warpgroup 0, after its S and P V
+                mj90::mbar_init(&own[s], 256);    // empty_hi: warpgroup 0 at its hand-over, warpgroup 1 after its P V
             } else {
                 // One cp.async-completion arrive per producer thread (FP8: and one after its dequantized stores).
-                mj90::mbar_init(&full[s], kFp8 ? 256 : 128);
+                mj90::mbar_init(&full[s], kF8Regs ? 256 : 128);
                 mj90::mbar_init(&empty[s], kConsumers);  // every math thread after its P V
             }
         }
@@ -336,7 +239,136 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     // CTA's copies and arrivals reach them.
     if constexpr (kPair) mj90::cluster_sync();
 
-    if (kFp8 && warp >= 8) {
+    if (kF8Stage && warp >= 8) {
+        // ---- FP8 producer, staged in shared memory: warp pw owns rows 16 pw .. 16 pw + 15 of every tile and works
+        // alone (no barrier with the other producer warps). Tile t lands in slot t % 2 as raw rows: the 512 codes in
+        // the warp's own rows of blocks 4-7 (raw_off), k_pe (bf16) straight into block 8, the 4 scales into the P
+        // region; two cp.async groups a tile (blocks 0-3 with k_pe and the scales, then blocks 4-7). Then the warp
+        // dequantizes shared -> shared, one output column block a pass (a lane: 32 codes of one row, two 16-byte
+        // loads, four 16-byte stores; passes 0-3 start when the first group has landed), and arrives on full.
+        // Tile t + 1 is issued into the other slot as soon as tile t - 1's empty_hi completes (warpgroup 0 handed
+        // it over: S read blocks 4-8, P is stored in block 8; warpgroup 1's P V read blocks 4-8 last); warpgroup
+        // 0's P V reads blocks 0-3, which only the dequantization writes, after "empty". Between passes the warp
+        // tests empty_hi without blocking, so the copies of t + 1 are in flight while t is converted. Rows past
+        // the key set load zeros (codes and scales).
+        mj90::setmaxnreg_dec<kProducerRegs>();
+        const int pw = warp - 8;
+        const unsigned ring = mj90::smem_u32(smem + kOffK);
+        const unsigned scl = mj90::smem_u32(smem + kOffScale);
+        unsigned long long* empty_hi = own;
+        const unsigned char* dummy = (const unsigned char*)p.kv;
+        // Key of row 16 pw + lane % 16 of tile t (-1 past the set), then its row pointer (a block-table load): the
+        // index row and block-table loads of tile t are issued two and one tiles ahead of its copies.
+        auto key_of = [&](int t) -> int {
+            const int c = t * kN + pw * 16 + (lane & 15);
+            return c < nvalid ? irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)] : -1;
+        };
+        auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
+        // Two cp.async groups a tile: the codes of column blocks 0-3, the scales and k_pe; then the codes of blocks 4-7
+        // (the first four passes convert while the rest lands). `mine`: lane L (and L + 16) holds row 16 pw + L % 16.
+        auto issue = [&](int t, const unsigned char* mine) {
+            const int slot = t % kS;
+            const unsigned tile = ring + slot * kTileBytes;
+            const unsigned char* src[2];
+            bool ok[2];
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {  // codes: rows 8 hf + lane / 4, chunk lane % 4 of each column block
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, 8 * hf + (lane >> 2));
+                ok[hf] = rowp != nullptr;
+                src[hf] = (ok[hf] ? rowp : dummy) + (lane & 3) * 16;
+            }
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int b = 0; b < 4; ++b) mj90::cp_async_16_addr(tile + raw_off(pw, b, 8 * hf + (lane >> 2), lane & 3), src[hf] + b * 64, ok[hf]);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {  // k_pe: rows 4k + lane / 8, chunk lane % 8
+                const int i = 4 * k + (lane >> 3);
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                const bool ok = rowp != nullptr;
+                mj90::cp_async_16_addr(tile + tile_off(pw * 16 + i, 64 + (lane & 7)), (ok ? rowp : dummy) + mj_fp8::kRopeOff + (lane & 7) * 16, ok);
+            }
+            if (lane < 16)
+                mj90::cp_async_16_addr(scl + slot * 1024 + (pw * 16 + lane) * 16, (mine != nullptr ? mine : dummy) + mj_fp8::kScaleOff,
+                                       mine != nullptr);
+            mj90::cp_async_commit();
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int b = 4; b < 8; ++b) mj90::cp_async_16_addr(tile + raw_off(pw, b, 8 * hf + (lane >> 2), lane & 3), src[hf] + b * 64, ok[hf]);
+            mj90::cp_async_commit();
+        };
+        // Dequantize output column block b of tile t's rows (lane: row lane / 2, codes 32 h .. 32 h + 31 of the block).
+        auto convert = [&](int slot, int b) {
+            const unsigned tile = ring + slot * kTileBytes;
+            const int i = lane >> 1, h = lane & 1, r = pw * 16 + i;
+            const float scale = mj_fp8::ld_shared_f32(scl + slot * 1024 + r * 16 + (b >> 1) * 4);
+            mj_u32 in[2][4];
+#pragma unroll
+            for (int k = 0; k < 2; ++k) mj_ld_shared_v4(in[k], tile + raw_off(pw, b, i, 2 * h + k));
+            if (b == 7) __syncwarp();  // block 7's stores overwrite its own codes: every lane has read them
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const int q = 2 * h + k;  // raw chunk: output chunks 2q, 2q + 1 of the block
+                mj_u32 o[8];
+                if constexpr (MJ_MQA90_DEV_SKIP == 2) {  // timing only: the codes stored unconverted
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) o[j] = in[k][j >> 1] ^ __float_as_uint(scale);
+                } else {
+                    mj_fp8::dequant16<MJ_ARCH>(in[k], scale, o);
+                }
+                const unsigned rowa = tile + b * kBlk + r * 128;
+                mj_fp8::st_shared_v4(rowa + (((2 * q) ^ (r & 7)) << 4), o[0], o[1], o[2], o[3]);
+                mj_fp8::st_shared_v4(rowa + (((2 * q + 1) ^ (r & 7)) << 4), o[4], o[5], o[6], o[7]);
+            }
+            __syncwarp();  // the next pass may overwrite raw codes this pass read (block 4 + j after blocks 2j, 2j + 1)
+        };
+        // Row pointers of tile t + 1 (nxt) and keys of tile t + 2 (knn), loaded a tile before their use.
+        const unsigned char* nxt = nullptr;
+        int knn = -1;
+        if (ntiles > 0) issue(0, ptr_of(key_of(0)));
+        if (ntiles > 1) nxt = ptr_of(key_of(1));
+        if (ntiles > 2) knn = key_of(2);
+        for (int t = 0; t < ntiles; ++t) {
+            const int slot = t % kS;
+            bool issued = t + 1 >= ntiles;
+            // Issue tile t + 1 once warpgroup 1 is done with tile t - 1 (its slot); without blocking unless `block`.
+            auto try_issue = [&](bool block) {
+                if (issued) return;
+                if (t + 1 >= kS) {
+                    const unsigned par = (unsigned)(((t + 1) / kS - 1) & 1);
+                    if (!block && !__shfl_sync(0xffffffffu, (int)mj90::mbar_test(&empty_hi[(t + 1) % kS], par), 0)) return;
+                    mj90::mbar_wait(&empty_hi[(t + 1) % kS], par);
+                }
+                issue(t + 1, nxt);
+                issued = true;
+                nxt = t + 2 < ntiles ? ptr_of(knn) : nullptr;
+                knn = t + 3 < ntiles ? key_of(t + 3) : -1;
+            };
+            try_issue(false);
+            // Groups in flight, oldest first: codes 0-3 of t, codes 4-7 of t, and, once issued, the two of t + 1.
+            if (issued && t + 1 < ntiles) mj90::cp_async_wait<3>();
+            else mj90::cp_async_wait<1>();
+            __syncwarp();  // every lane's codes of blocks 0-3, scales and k_pe of tile t are visible to the warp
+            if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));  // warpgroup 0 is done with t - 2
+#pragma unroll 1
+            for (int b = 0; b < 8; ++b) {
+                if (b == 4) {
+                    if (issued && t + 1 < ntiles) mj90::cp_async_wait<2>();
+                    else mj90::cp_async_wait<0>();
+                    __syncwarp();  // the codes of blocks 4-7 too
+                }
+                convert(slot, b);
+                try_issue(false);
+            }
+            mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
+            mj90::mbar_arrive(&full[slot]);
+            try_issue(true);
+        }
+        mj90::cp_async_wait<0>();
+        return;
+    }
+    if (kF8Regs && warp >= 8) {
         // ---- FP8 producer: warp pw owns rows 16 pw .. 16 pw + 15 of every tile. A row's 512 codes are one
         // 16-byte load a lane (lane L: codes 16L..16L+15, of scale L / 8), held in registers; the scales of
         // 8 rows are one load a lane (lane L: scale L % 4 of row L / 4), handed out by shuffles. Per tile:
@@ -416,7 +448,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         mj90::cp_async_wait<0>();
         return;
     }
-    if (!kFp8 && warp >= 8) {
+    if (!kFp8 && warp >= 8) {  // (kFp8 producers returned above)
         // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
         // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
         // 512 contiguous bytes of one latent row, and its shared-memory writes fill every bank 4 times.
@@ -441,11 +473,28 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
             if (t >= kS) {
                 if constexpr (kPair) mj90::mbar_wait_cluster(&empty[slot], (unsigned)((t / kS - 1) & 1));
-                else mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+                else mj90::mbar_wait(kSplitRel ? &own[slot] : &empty[slot], (unsigned)((t / kS - 1) & 1));
             }
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
+            if constexpr (kSplitRel) {  // blocks 4-8 now (empty_hi), blocks 0-3 once warpgroup 0 is done (empty)
 #pragma unroll 4
-            for (int i = 0; i < kRows; ++i) {
+                for (int i = 0; i < kRows; ++i) {
+                    const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                    const bool ok = rowp != nullptr;
+                    const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+                    mj90::cp_async_16(tile + tile_off(rbase + i, lane + 32), src + (lane + 32) * 16, ok);
+                    if (lane < 8) mj90::cp_async_16(tile + tile_off(rbase + i, lane + 64), src + (lane + 64) * 16, ok);
+                }
+                if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+#pragma unroll 4
+                for (int i = 0; i < kRows; ++i) {
+                    const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                    const bool ok = rowp != nullptr;
+                    mj90::cp_async_16(tile + tile_off(rbase + i, lane), (ok ? rowp : (const unsigned char*)p.kv) + lane * 16, ok);
+                }
+            }
+#pragma unroll 4
+            for (int i = 0; i < (kSplitRel ? 0 : kRows); ++i) {
                 const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
                 const int r = rbase + i;
                 const bool ok = rowp != nullptr;
@@ -498,7 +547,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
 
     mj90::cp_async_wait<0>();
     mj90::fence_proxy_async();                   // Q, written by cp.async, is read by wgmma
-    mj90::named_bar_sync(kBarEnd, kConsumers);
+    mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);
 
     float o[128];
 #pragma unroll
@@ -517,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // Slot release after this thread's last read of it (its warpgroup's wgmma completed); pair mode also tells
         // the peer, whose producer copies into this CTA's slot (one arrival per warp).
         auto release = [&](int slot) {
-            mj90::mbar_arrive(&empty[slot]);
+            mj90::mbar_arrive(kSplitEmpty && wg == 1 ? &own[slot] : &empty[slot]);  // split release: warpgroup 1 on empty_hi
             if constexpr (kPair) {
                 __syncwarp();
                 if (lane == 0) mj90::mbar_arrive_cluster(mj90::mapa_shared(mj90::smem_u32(&empty[slot]), crank ^ 1u));
@@ -563,13 +612,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     }
                 mx0 = mj_warp_max4(mx0);
                 mx1 = mj_warp_max4(mx1);
-                const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-                // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
-                const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
-                const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
-                const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
-                m0 = mn0;
-                m1 = mn1;
+                float ms0, ms1, al0, al1;
+                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
                 float rs0 = 0.f, rs1 = 0.f;
                 unsigned char* prow0 = tile_g + 8 * kBlk + row0 * 128;
                 unsigned char* prow1 = prow0 + 8 * 128;
@@ -590,18 +634,15 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     s_alpha[(t & 1) * 64 + row0] = al0;
                     s_alpha[(t & 1) * 64 + row0 + 8] = al1;
                 }
-                if (al0 != 1.f || al1 != 1.f) {
-#pragma unroll
-                    for (int i = 0; i < 32; ++i) {
-                        o[4 * i] *= al0;
-                        o[4 * i + 1] *= al0;
-                        o[4 * i + 2] *= al1;
-                        o[4 * i + 3] *= al1;
-                    }
-                }
+                rescale_o(o, al0, al1);
                 mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
-                if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);
+            };
+            auto hand_over = [&](int t) {
+                if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync_unaligned(kBarP0 + (t & 1), kConsumers);
                 else mj90::named_bar_arrive(kBarP0 + (t & 1), kConsumers);
+                // Staged FP8: warpgroup 0 is done with blocks 4-8 of the slot (S has read them, P is stored): its own
+                // arrival on empty_hi orders its P stores before the producer's next copies into block 8 directly.
+                if constexpr (kSplitEmpty) mj90::mbar_arrive(&own[t % kS]);
             };
             if (ntiles > 0) {
                 mj90::mbar_wait(&full[0], 0u);
@@ -612,12 +653,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             for (int t = 0; t < ntiles; ++t) {
                 const int slot = t % kS;
                 softmax(t, smem + kOffK + slot * kTileBytes);  // S of t done, and P V of t - 1: P and O are free
+                if (!MJ_MQA90_LATEHO || t + 1 >= ntiles) hand_over(t);
                 issue_pv(sk + slot * kTileBytes);
                 if (t + 1 < ntiles) {
                     const int ns = (t + 1) % kS;
                     mj90::mbar_wait(&full[ns], (unsigned)(((t + 1) / kS) & 1));
                     mj90::fence_proxy_async();
                     issue_s(sk + ns * kTileBytes);
+                    if (MJ_MQA90_LATEHO) hand_over(t);  // warpgroup 1's P V of t queues behind S of t + 1
                     mj90::wgmma_wait<1>();  // P V of t done (groups complete in order)
                     release(slot);
                     mj90::wgmma_wait<0>();
@@ -636,17 +679,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             for (int t = 0; t < ntiles; ++t) {
                 const int slot = t % kS;
                 const unsigned tile = sk + slot * kTileBytes;
-                mj90::named_bar_sync(kBarP0 + (t & 1), kConsumers);  // P of t and its rescale factors are in place
+                mj90::named_bar_sync_unaligned(kBarP0 + (t & 1), kConsumers);  // P of t and its rescale factors are in place
                 const float al0 = s_alpha[(t & 1) * 64 + row0], al1 = s_alpha[(t & 1) * 64 + row0 + 8];
-                if (al0 != 1.f || al1 != 1.f) {
-#pragma unroll
-                    for (int i = 0; i < 32; ++i) {
-                        o[4 * i] *= al0;
-                        o[4 * i + 1] *= al0;
-                        o[4 * i + 2] *= al1;
-                        o[4 * i + 3] *= al1;
-                    }
-                }
+                rescale_o(o, al0, al1);
                 mj90::wgmma_fence();
                 if constexpr (MJ_MQA90_DEV_SKIP != 1) {
 #pragma unroll
@@ -660,7 +695,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
         }
         // ---- epilogue: lse / max_logits (warpgroup 0 holds the maxima), O normalized and stored ----
-        mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q and the tiles is done; the row sums are in place
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);  // every wgmma read of Q and the tiles is done; the row sums are in place
         L0 = s_lsum[row0];
         L1 = s_lsum[row0 + 8];
     } else {
@@ -711,16 +746,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 s_max[wg * 64 + row0] = mx0;
                 s_max[wg * 64 + row0 + 8] = mx1;
             }
-            mj90::named_bar_sync(kBarMax, kConsumers);
+            mj90::named_bar_sync_unaligned(kBarMax, kConsumers);
             mx0 = fmaxf(mx0, s_max[(1 - wg) * 64 + row0]);
             mx1 = fmaxf(mx1, s_max[(1 - wg) * 64 + row0 + 8]);
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            // A row with nothing valid yet keeps max -inf: exponentiate against 0 so P and alpha are 0, not NaN.
-            const float ms0 = mn0 == MJ_NEG_INF ? 0.f : __fmul_rn(mn0, sl2);
-            const float ms1 = mn1 == MJ_NEG_INF ? 0.f : __fmul_rn(mn1, sl2);
-            const float al0 = mj_exp2(__fmul_rn(m0, sl2) - ms0), al1 = mj_exp2(__fmul_rn(m1, sl2) - ms1);
-            m0 = mn0;
-            m1 = mn1;
+            float ms0, ms1, al0, al1;
+            mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
             float rs0 = 0.f, rs1 = 0.f;
             unsigned char* prow0 = smem + kOffP + row0 * 128;
             unsigned char* prow1 = prow0 + 8 * 128;
@@ -736,17 +766,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
             l0 = l0 * al0 + rs0;
             l1 = l1 * al1 + rs1;
-            if (al0 != 1.f || al1 != 1.f) {
-#pragma unroll
-                for (int i = 0; i < 32; ++i) {
-                    o[4 * i] *= al0;
-                    o[4 * i + 1] *= al0;
-                    o[4 * i + 2] *= al1;
-                    o[4 * i + 3] *= al1;
-                }
-            }
+            rescale_o(o, al0, al1);
             mj90::fence_proxy_async();  // P (ordinary stores) is read by wgmma
-            mj90::named_bar_sync(kBarP, kConsumers);
+            mj90::named_bar_sync_unaligned(kBarP, kConsumers);
         };
 
 #if MJ_MQA90_OVERLAP
@@ -793,12 +815,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // ---- epilogue (schedule 0): total row sums across the two warpgroups, lse / max_logits, O normalized and stored ----
         l0 = mj_warp_sum4(l0);
         l1 = mj_warp_sum4(l1);
-        mj90::named_bar_sync(kBarEnd, kConsumers);  // every wgmma read of Q, P and the maxima scratch is done
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);  // every wgmma read of Q, P and the maxima scratch is done
         if (q4 == 0) {
             s_max[wg * 64 + row0] = l0;
             s_max[wg * 64 + row0 + 8] = l1;
         }
-        mj90::named_bar_sync(kBarEnd, kConsumers);
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);
         L0 = l0 + s_max[(1 - wg) * 64 + row0];
         L1 = l1 + s_max[(1 - wg) * 64 + row0 + 8];
     }
@@ -823,7 +845,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         *(mj_u32*)(smem + (row0 + 8) * 1024 + ((ch ^ ((row0 + 8) & 7)) << 4) + q4 * 4) =
             mj_pack_bf16x2(o[4 * i + 2] * inv1, o[4 * i + 3] * inv1);
     }
-    mj90::named_bar_sync(kBarEnd, kConsumers);
+    mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);
     unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
     for (int i = tid; i < kH * 64; i += kConsumers) {
         const int r = i >> 6, c = i & 63;

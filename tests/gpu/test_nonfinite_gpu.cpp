@@ -29,15 +29,6 @@ namespace R = mlajit::ref;
 
 namespace {
 
-template <typename T>
-T new_args() {
-    T a{};
-#ifdef MLAJIT_ARGS_INIT
-    a.struct_size = sizeof(T);  // the struct-size ABI (mlajit.h)
-#endif
-    return a;
-}
-
 const uint16_t kNanBf16 = 0x7FC0, kInfBf16 = 0x7F80;
 
 struct Result {
@@ -176,7 +167,7 @@ TEST_CASE("gpu: a NaN or inf in sparse MQA inputs reaches only the rows that use
     auto run = [&](const std::vector<uint16_t>& q, const std::vector<uint16_t>& kv) {
         DeviceBuffer<uint16_t> dq(q), dkv(kv), dout(tq * h * 512);
         DeviceBuffer<float> dlse(tq * h), dml(tq * h);
-        auto a = new_args<mlajit_sparse_mqa_args>();
+        auto a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
         a.q = tensor(dq.get(), MLAJIT_BF16, {tq, h, 576});
         a.kv = tensor(dkv.get(), MLAJIT_BF16, {tk, 576});
         a.indices = tensor(didx.get(), MLAJIT_INT32, {tq, topk});
@@ -245,7 +236,7 @@ void run_mha_nonfinite(Gpu* G, bool masked) {
     auto run = [&](const std::vector<uint16_t>& q, const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
         DeviceBuffer<uint16_t> dq(q), dk(k), dv(v), dout(tq * h * 128);
         DeviceBuffer<float> dlse(tq * h);
-        auto a = new_args<mlajit_mha_args>();
+        auto a = MLAJIT_ARGS_INIT(mlajit_mha_args);
         a.q = tensor(dq.get(), MLAJIT_BF16, {tq, h, 192});
         a.k = tensor(dk.get(), MLAJIT_BF16, {tk, h, 192});
         a.v = tensor(dv.get(), MLAJIT_BF16, {tk, h, 128});
@@ -337,7 +328,7 @@ TEST_CASE("gpu: a NaN in one request of mla_prefill stays in that request, on ev
     auto run = [&](const std::vector<uint16_t>& q, const std::vector<uint16_t>& kv, int force) {
         DeviceBuffer<uint16_t> dq(q), dkv(kv), dout(T * h * 128);
         DeviceBuffer<float> dlse(T * h);
-        auto a = new_args<mlajit_mla_prefill_args>();
+        auto a = MLAJIT_ARGS_INIT(mlajit_mla_prefill_args);
         a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
         a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
         a.kv_c = strided_tensor(dkv.get(), MLAJIT_BF16, {Tk, 512}, {576, 1});

@@ -396,15 +396,7 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
         }
     const auto ref_idx = first_copies(idx, sq, topk);
 
-    R::SparseMqaArgs ra;
-    ra.q = R::View(q.data(), h * 576, 576);
-    ra.kv = R::View(kv.data(), 576, 0);
-    ra.indices = ref_idx.data();
-    ra.s_q = sq;
-    ra.s_kv = skv;
-    ra.heads = h;
-    ra.topk = topk;
-    ra.sm_scale = (float)scale;
+    R::SparseMqaArgs ra = R::packed_sparse_mqa(q.data(), kv.data(), ref_idx.data(), sq, skv, h, topk, (float)scale);
     ra.causal = c.causal;
     if (c.batched) {
         ra.cu_seqlens_q = b.cu_q;

@@ -638,4 +638,37 @@ CheckReport check_max_logits(std::string_view name, View got, const AttnResult& 
     return check_close(name, g, want.max_logits, {0.0, kMaxLogitsAtol, 0.0}, shape, want.rows);
 }
 
+
+SparseMqaArgs packed_sparse_mqa(const uint16_t* q, const uint16_t* kv, const int32_t* indices, int64_t s_q,
+                                int64_t s_kv, int64_t heads, int64_t topk, double sm_scale) {
+    SparseMqaArgs a;
+    a.q = View(q, heads * 576, 576);
+    a.kv = View(kv, 576, 0);
+    a.indices = indices;
+    a.s_q = s_q;
+    a.s_kv = s_kv;
+    a.heads = heads;
+    a.topk = topk;
+    a.sm_scale = sm_scale;
+    return a;
+}
+
+DsaArgs packed_dsa(const uint16_t* q, const uint16_t* kv, const uint16_t* w_kv_b, const int32_t* indices, int64_t topk,
+                   int64_t heads, std::span<const int32_t> cu_seqlens_q, std::span<const int32_t> cu_seqlens_k,
+                   double sm_scale) {
+    DsaArgs a;
+    a.q_nope = View(q, heads * 192, 192);
+    a.q_pe = a.q_nope.shifted(128);
+    a.kv_c = View(kv, 576, 0);
+    a.k_pe = a.kv_c.shifted(512);
+    a.w_kv_b = View(w_kv_b, 512, 0);
+    a.indices = indices;
+    a.topk = topk;
+    a.heads = heads;
+    a.cu_seqlens_q = cu_seqlens_q;
+    a.cu_seqlens_k = cu_seqlens_k;
+    a.sm_scale = sm_scale;
+    return a;
+}
+
 }  // namespace mlajit::ref

@@ -146,6 +146,16 @@ struct DsaArgs {
 // semantics: a query attends the indexed keys of its own causal prefix (bottom-right aligned), each once.
 AttnResult dsa_prefill_reference(const DsaArgs& a);
 
+// The packed layouts engines send and the tests and tools build: q [s_q, heads, 576] and the latent cache
+// [s_kv, 576] (kv_c then k_pe) for sparse MQA; q [T, heads, 192] (q_nope then q_pe), the same latent cache
+// and w_kv_b [heads * 256, 512] for the whole prefill. Fields not named (batch boundaries, rows, causal,
+// index stride) stay at their defaults.
+SparseMqaArgs packed_sparse_mqa(const uint16_t* q, const uint16_t* kv, const int32_t* indices, int64_t s_q,
+                                int64_t s_kv, int64_t heads, int64_t topk, double sm_scale);
+DsaArgs packed_dsa(const uint16_t* q, const uint16_t* kv, const uint16_t* w_kv_b, const int32_t* indices, int64_t topk,
+                   int64_t heads, std::span<const int32_t> cu_seqlens_q, std::span<const int32_t> cu_seqlens_k,
+                   double sm_scale);
+
 // ---- test inputs -----------------------------------------------------------------------------------------
 // [T_q, topk] indices that a DSA indexer could produce: for each query, min(topk, causal prefix) distinct
 // keys of its causal prefix (bottom-right aligned), the rest -1, in random order (so -1 is not only at

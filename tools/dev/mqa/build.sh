@@ -24,7 +24,11 @@ while read -r tag h n s k m pp skip fp8; do
                        case $tag in *f8i*) defs="$defs -DMJ_FP8_UNPACK=1";; esac
                        case $tag in *sm90o*) defs="$defs -DMJ_MQA90_SCHED=0";; esac  # the two-warpgroup S schedule
                        case $tag in *sm90pr*) defs="$defs -DMJ_MQA90_PAIR=1";; esac  # CTA pairs share the gather
-                       case $tag in *sm90ps*) defs="$defs -DMJ_MQA90_PSYNC=1";; esac;; esac
+                       case $tag in *sm90ps*) defs="$defs -DMJ_MQA90_PSYNC=1";; esac
+                       case $tag in *sm90f8r*) defs="$defs -DMJ_MQA90_F8STAGE=0";; esac  # FP8: the register-staged producer
+                       case $tag in *sm90f8st*) defs="$defs -DMJ_MQA90_F8STAGE=1";; esac  # FP8: the shared-memory-staged one
+                       case $tag in *sm90*lh*) defs="$defs -DMJ_MQA90_LATEHO=1";; esac  # late hand-over
+                       case $tag in *sm90sp*) defs="$defs -DMJ_MQA90_SPLITREL=1";; esac;; esac  # bf16: slots released in two parts
   $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
 done < <(grep -o '^ *X([^)]*)' $CFG_FILE | sed 's/X(//; s/)//; s/,/ /g')
