@@ -45,13 +45,15 @@ struct MhaFwdParams {
 // The Hopper tier of MHA (kernels_src/mha/sm90.cuh, sm_90a) takes the same MhaFwdParams plus four TMA tensor
 // maps the host encodes with cuTensorMapEncodeTiled (bf16, 3-D {dim, head, token}, boxes of 64 x 1 x 128
 // elements, 128-byte swizzle): q (192 wide), k_nope (128), k_pe (64; head extent 1 when shared by all
-// heads) and v (128). The maps come first: a CUtensorMap must sit 64-byte aligned in parameter space.
+// heads) and v (128); masked, a fifth over the mask words (uint32 2-D {word, row}, boxes of 4 x 128, no
+// swizzle). The maps come first: a CUtensorMap must sit 64-byte aligned in parameter space.
 // ---------------------------------------------------------------------------------------------------------
 struct alignas(64) MjTensorMap {
     unsigned long long raw[16];  // opaque CUtensorMap (128 bytes)
 };
 struct MhaFwdSm90Params {
     MjTensorMap tm_q, tm_k_nope, tm_k_pe, tm_v;
+    MjTensorMap tm_mask;  // masked only: uint32 2-D {word, row} over the mask, boxes of 4 x 128, no swizzle
     MhaFwdParams p;
     int kp_shared;  // 1: k_pe is one head shared by all (tm_k_pe's head coordinate is always 0)
 };

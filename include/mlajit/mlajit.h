@@ -159,14 +159,16 @@ MLAJIT_API mlajit_status mlajit_mha_prefill(mlajit_handle handle, const mlajit_m
 /* ---------------------------------------------------------------------------------------------------
  * Top-k bitmask: indices [T_q, width] int32 (request-local key positions) -> mask [T_q, words] uint32,
  * bit j of word w = key 32w+j of the row's request. The kernel writes every word (no memset needed).
- * mlajit_topk_mask_words gives the row length in words for the batch's longest s_k. */
+ * mlajit_topk_mask_words gives the row length in words for the batch's longest s_k: ceil(s_k / 32) padded
+ * to a multiple of 4 (16-byte rows: the Hopper MHA kernel reads a masked tile's words by TMA and runs the
+ * portable tier for a mask with any other row stride; ceil(s_k / 32) words is the minimum accepted). */
 typedef struct mlajit_topk_mask_args {
     size_t struct_size;
     mlajit_tensor indices;
     mlajit_tensor cu_seqlens_q, cu_seqlens_k;
     const int32_t* cu_seqlens_q_host;
     const int32_t* cu_seqlens_k_host;
-    mlajit_tensor mask;  /* output, uint32 [T_q, >= mlajit_topk_mask_words(max s_k)] */
+    mlajit_tensor mask;  /* output, uint32 [T_q, >= ceil(max s_k / 32)]; mlajit_topk_mask_words(max s_k) recommended */
 } mlajit_topk_mask_args;
 MLAJIT_API int64_t mlajit_topk_mask_words(int64_t max_seqlen_k);
 /* Bytes for the mask of a batch with total_q query tokens and longest request max_seqlen_k. */

@@ -1,6 +1,7 @@
 // mlajit MHA prefill forward, Hopper tier (sm_90a: TMA, mbarriers, wgmma, setmaxnreg).
 // Same contract as the portable tier (MhaFwdParams in mlajit_abi.h: varlen, bottom-right causal, optional
-// top-k bitmask, fp32 lse), with four TMA tensor maps added by the host (MhaFwdSm90Params).
+// top-k bitmask, fp32 lse), with five TMA tensor maps added by the host (MhaFwdSm90Params; the mask's only
+// when masked: it needs a 16-byte aligned mask with a row stride that is a multiple of 4 words).
 //
 // Schedule (one block = 128 queries of one (request, head); 3 warpgroups):
 //   warpgroup 0, one thread: TMA producer. Q once, then per key tile K = [k_nope | k_pe] (three 64-column
@@ -15,10 +16,12 @@
 //   Epilogue: O normalized, staged through the warpgroup's own (dead) Q rows, 16-byte coalesced stores.
 //   MJ_MASKED = 1 adds, on the same code path (everything else is the dense kernel's, literally):
 //     - a per-block bitmap of the key tiles any row attends (tile skipping), built before the loop;
-//     - a mask stage: warps 1-3 of the producer warpgroup (idle otherwise) copy each visited tile's mask
-//       words (128 rows x 4 words) into a 2 KiB shared stage per K stage, with the causal limit and the
-//       request's bounds already folded in; the consumers read their two rows with two 16-byte shared
-//       loads and apply one bit test per score on every tile (no causal test of their own).
+//     - the mask words of each visited tile (128 rows x 4 words, 2 KiB) as one more TMA box beside its K
+//       boxes, on K's full barrier (a fifth tensor map, tm_mask); the consumers read their two rows with
+//       two 16-byte shared loads and apply a compacted bit test (two integer instructions per 32-key word,
+//       then one predicate and one select per score) on every tile, and the dense causal test on the
+//       tiles crossing the diagonal. (Until 2026-12-03 evening the producer warpgroup's warps 1-3 copied
+//       the words by cp.async into a stage of their own, with its own full / empty barriers.)
 //
 // SUPPORTED CONFIGS (MJ_BLOCK_M, MJ_BLOCK_N, MJ_STAGES, MJ_PINGPONG): (128, 128, 2, 0|1)
 //   shared memory 209.5 KiB (Q 48 KiB + 2 x (K 48 KiB + V 32 KiB) + alignment and barriers), + 4 KiB of
@@ -26,7 +29,8 @@
 //   shapes MJ_D_NOPE = 128, MJ_D_ROPE = 64, MJ_D_V = 128; MJ_MASKED in {0, 1}; MJ_ARCH == 90 (sm_90a).
 //
 // Input requirements (the host checks them): base pointers 16-byte aligned, token and head strides
-// multiples of 8 elements (TMA strides are multiples of 16 bytes). Tiles are read with TMA boxes that
+// multiples of 8 elements (TMA strides are multiples of 16 bytes); masked, a mask row stride of a
+// multiple of 4 words (src/ops/mha_sm90_maps.h: mha_sm90_mask_ok; the host runs the portable tier if not). Tiles are read with TMA boxes that
 // may extend past a request's last key or query into the next request's rows (or are zero-filled past
 // the tensor): such keys are masked by the causal test before the softmax, so they contribute P = 0,
 // and such query rows are never stored. Masked tile skipping covers the first 64*32*MJ_BLOCK_N keys of
@@ -65,36 +69,33 @@ constexpr int BITMAP_TILES = BITMAP_WORDS * 32;
 static_assert(1024 + OFF_BITMAP + 4 * BITMAP_WORDS == mj_mha90_smem_bytes(BM, BN, ST, DQK, MJ_D_V),
               "mha_fwd_sm90: shared-memory layout disagrees with mj_mha90_smem_bytes");
 constexpr int WPT = BN / 32;  // mask words per key tile and row
-// Masked only: the mask stage per K stage, [BM rows][WPT words] (16 B a row), after the bitmap.
+// Masked only: the mask words of a key tile ([BM rows][WPT words], 16 B a row) travel with its K boxes: one
+// more TMA box per K stage (2 KiB), on the same full barrier, into a stage after the bitmap.
 constexpr int OFF_MSTAGE = OFF_BITMAP + 4 * BITMAP_WORDS;
 constexpr int MSTAGE_BYTES = BM * WPT * 4;
 constexpr int MASK_STAGE_BYTES_TOTAL = ST * MSTAGE_BYTES;
-static_assert(WPT == 4 && OFF_MSTAGE % 16 == 0, "mask stage rows are one 16-byte vector");
+static_assert(WPT == 4 && OFF_MSTAGE % 128 == 0, "mask stage rows are one 16-byte vector; TMA wants 128-byte aligned boxes");
 static_assert(MASK_STAGE_BYTES_TOTAL == 4096, "the host adds 4096 bytes of shared memory for the mask stages");
-constexpr int COPY_THREADS = 96;                                   // producer warps 1-3
-constexpr int COPY_ITEMS = (BM * WPT + COPY_THREADS - 1) / COPY_THREADS;  // mask words per copy thread and tile
 // Register split after setmaxnreg: the consumers hold S (64), O (64) and P (32) fp32/bf16x2 registers per
-// thread; the producer warpgroup needs few (the mask copy warps too: they copy by cp.async). 24 * 128 +
-// 240 * 256 = 64512 = 168 * 384, the launch allocation. (The 2026-12-03 masked kernel ran 40 / 232 for
-// its copy warps; its consumers then had 8 registers fewer than the dense kernel's.)
+// thread; the producer warpgroup needs few. 24 * 128 + 240 * 256 = 64512 = 168 * 384, the launch allocation.
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 // Harness-only breakdown knob (never set by the runtime): 1 = mask stage kept, bit test compiled out (the
-// dense causal test instead); 2 = bit test kept, no stage (words from a register); 3 = the copy loop of the
-// 2026-12-03 kernel (one word per iteration: load, then store, serialized); 4 = no tile-bitmap scan (every
-// tile visited: correct, only no tile skipping); 5 = no early tile 0 (EARLY_TILE0). 1 and 2 give wrong
-// outputs.
+// dense causal test only); 2 = bit test kept, no mask box (words from a register); 4 = no tile-bitmap scan
+// (every tile visited: correct, only no tile skipping); 8 = the 2026-12-03 bit test (one R2P + FSEL per
+// score on the raw words) instead of the compacted one. 1 and 2 give wrong outputs.
 #ifndef MJ_MASK_EXP
 #define MJ_MASK_EXP 0
 #endif
 constexpr bool MASK_STAGE = MJ_MASKED && MJ_MASK_EXP != 2;
-// Masked: tile 0 is always visited (its bitmap bit is forced: an empty tile 0 costs one tile of work), so
-// its K, V and mask words are issued before the tile-bitmap scan, as early as the dense kernel issues
-// them, instead of after the scan's memory round trip and barrier. Knob 5 (and the old copy loop, 3): off.
-constexpr bool EARLY_TILE0 = MJ_MASKED && MJ_MASK_EXP != 3 && MJ_MASK_EXP != 5;
 constexpr bool MASK_APPLY = MJ_MASKED && MJ_MASK_EXP != 1;
-// Named barriers (0 is __syncthreads): 1, 2 = GEMM-issue turns of consumer 0 / 1; 3, 4 = their epilogues;
-// 5 = the mbarrier inits done, for the copy warps' early tile 0 (EARLY_TILE0).
-constexpr int BAR_TURN = 1, BAR_EPI = 3, BAR_INIT = 5;
+constexpr bool MASK_COMPACT = MJ_MASK_EXP != 8;
+// Masked: tile 0 is always visited (its bitmap bit is forced: an empty tile 0 costs one tile of work), so
+// its K, V and mask words are issued before the tile-bitmap scan, as early as the dense kernel issues them.
+constexpr bool EARLY_TILE0 = MJ_MASKED;
+// Bytes that complete a K stage's full barrier: three 64-column K boxes, and the mask box when masked.
+constexpr unsigned K_STAGE_TX = 3 * BOX_K + (MASK_STAGE ? MSTAGE_BYTES : 0);
+// Named barriers (0 is __syncthreads): 1, 2 = GEMM-issue turns of consumer 0 / 1; 3, 4 = their epilogues.
+constexpr int BAR_TURN = 1, BAR_EPI = 3;
 
 MJ_DEVICE void st_shared_b32(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory"); }
 MJ_DEVICE void ld_shared_v4(unsigned r[4], unsigned addr) {
@@ -109,92 +110,6 @@ MJ_DEVICE void fence_regs(float (&r)[N]) {
     for (int i = 0; i < N; ++i) mj90::reg_fence(r[i]);
 }
 
-}  // namespace mj_mha90
-
-namespace mj_mha90 {
-// cp.async of one 32-bit word, zero-filled when !valid (nothing is read then), and the arrival on an
-// mbarrier that fires once all of this thread's earlier cp.async have landed (.noinc: it is one of the
-// arrivals the barrier was initialized with).
-MJ_DEVICE void cp_async_4(unsigned dst, const void* src, bool valid) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-MJ_DEVICE void cp_async_mbar_arrive(unsigned long long* bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(mj90::smem_u32(bar)) : "memory");
-}
-MJ_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-MJ_DEVICE unsigned ld_shared_b32(unsigned addr) {
-    unsigned v;
-    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-
-// Masked: the producer warpgroup's warps 1-3 fill the mask stage of every visited key tile, at most ST
-// tiles ahead of the consumers. Copy thread u owns the words u, u + 96, ... of a tile's [BM][WPT] block:
-// rows u / 4 + 24 k, word u % 4, the same in every tile. The words go global -> shared by cp.async (no
-// registers: the copy warps run at the producer's 24, so that the consumers keep 240), zero-filled, not
-// read, for rows past the request and for words wholly past their row's causal limit (which covers every
-// word past the request's keys). Tiles wholly inside the causal prefix of the block's first row (all but
-// the last one or two) are then done: the stage's full barrier completes when the words land. On the
-// tiles crossing the block's diagonal band the thread waits for its words and folds each row's causal
-// limit into the words that straddle it (keeps the bits of keys <= the row's position), in shared memory.
-// So the consumers test bits only. (The 2026-12-03 kernel loaded and stored one word at a time through
-// registers, COPY_ITEMS dependent round trips per tile; MJ_MASK_EXP = 3 keeps that loop for timing.)
-// One tile's words into stage s (the stage is free). rows_left = rows of the request in the block - r0.
-MJ_DEVICE void copy_mask_tile(unsigned char* smem, unsigned long long* bar_m, const unsigned* src, mj_i64 row_step,
-                              int u, int qrel0, int qpos_first, int rows_left, int tile, int s) {
-    using namespace mj90;
-    constexpr int ROW_STEP = COPY_THREADS / WPT;
-    const unsigned dst = smem_u32(smem + OFF_MSTAGE) + s * MSTAGE_BYTES + 4 * u;
-    const int d0 = qrel0 - BN * tile;  // item k: the last attended bit of its word is d0 + 24 k
-    const unsigned* g = src + tile * WPT;
-#pragma unroll 1
-    for (int k = 0; k < COPY_ITEMS; ++k, g += row_step) {
-        if (u + COPY_THREADS * k < BM * WPT) cp_async_4(dst + 4 * COPY_THREADS * k, g, ROW_STEP * k < rows_left && d0 + ROW_STEP * k >= 0);
-    }
-    if (tile * BN + BN - 1 <= qpos_first) {
-        cp_async_mbar_arrive(&bar_m[s]);
-    } else {
-        cp_async_wait_all();
-#pragma unroll
-        for (int k = 0; k < COPY_ITEMS; ++k) {
-            const int d = d0 + ROW_STEP * k;
-            if (u + COPY_THREADS * k < BM * WPT && d >= 0 && d < 31)
-                st_shared_b32(dst + 4 * COPY_THREADS * k, ld_shared_b32(dst + 4 * COPY_THREADS * k) & ((2u << d) - 1u));
-        }
-        mbar_arrive(&bar_m[s]);  // release: the stores above are visible to a consumer's acquiring wait
-    }
-}
-// The copy warps' walk over the block's tiles; the first `done` tiles (0 or 1: tile 0, issued before the
-// tile-bitmap scan, EARLY_TILE0) are already in their stages.
-template <class NextTile>
-MJ_DEVICE void copy_mask_words(unsigned char* smem, unsigned long long* bar_m, unsigned long long* bar_empty_m,
-                               const unsigned* gmask, mj_i64 stride, int u, int qpos_first, int rows, int done, NextTile next_tile) {
-    using namespace mj90;
-#if MJ_MASK_EXP == 3
-    const unsigned dst0 = smem_u32(smem + OFF_MSTAGE);
-    int i = 0;
-    for (int tile = next_tile(-1); tile >= 0; tile = next_tile(tile), ++i) {
-        const int s = i % ST;
-        if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
-        for (int j = u; j < BM * WPT; j += COPY_THREADS) {
-            const int r = j / WPT, wi = tile * WPT + j % WPT;
-            const int d = qpos_first + r - 32 * wi;
-            const unsigned keep = d >= 31 ? ~0u : (2u << (d & 31)) - 1u;
-            st_shared_b32(dst0 + s * MSTAGE_BYTES + 4 * j, (r < rows && d >= 0) ? __ldg(gmask + (mj_i64)r * stride + wi) & keep : 0u);
-        }
-        mbar_arrive(&bar_m[s]);
-    }
-#else
-    const int r0 = u / WPT, w0 = u % WPT;
-    int i = done;
-    for (int tile = next_tile(done ? 0 : -1); tile >= 0; tile = next_tile(tile), ++i) {
-        const int s = i % ST;
-        if (i >= ST) mbar_wait(&bar_empty_m[s], ((i / ST) & 1) ^ 1);
-        copy_mask_tile(smem, bar_m, gmask + (mj_i64)r0 * stride + w0, (COPY_THREADS / WPT) * stride, u,
-                       qpos_first + r0 - 32 * w0, qpos_first, min(rows, BM) - r0, tile, s);
-    }
-#endif
-}
 
 // The kernel's body, dense and masked. P is the kernel's __grid_constant__ parameter: the tensor maps are
 // used in place, from parameter space.
@@ -235,10 +150,6 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
     // those V rows would still reach this request's output, so the producer zeroes those V rows once the
     // tile has landed and arrives here; the consumers' last P V waits for it.
     unsigned long long* bar_vz = bar_empty_v + ST;
-    // Masked: [ST] a stage's mask words written (COPY_THREADS arrivals, release), [ST] both consumers done
-    // with them (256 arrivals after their softmax).
-    unsigned long long* bar_m = bar_vz + 1;
-    unsigned long long* bar_empty_m = bar_m + ST;
     unsigned* bitmap = (unsigned*)(smem + OFF_BITMAP);
     if (tid == 0) {
         mbar_init(bar_q, 1);
@@ -249,46 +160,31 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
             mbar_init(&bar_empty_v[s], 2 * 128);
         }
         mbar_init(bar_vz, 1);
-        if constexpr (MASK_STAGE)
-            for (int s = 0; s < ST; ++s) {
-                mbar_init(&bar_m[s], COPY_THREADS);
-                mbar_init(&bar_empty_m[s], 2 * 128);
-            }
         fence_barrier_init();
         // Q first: it depends on nothing, so its load overlaps the masked variant's tile scan below.
         const TensorMap* tm_q = reinterpret_cast<const TensorMap*>(&P.tm_q);
         mbar_arrive_expect_tx(bar_q, 3 * BOX_Q);
 #pragma unroll
         for (int i = 0; i < 3; ++i) tma_load_3d(smem + i * BOX_Q, tm_q, bar_q, 64 * i, head, q_start + m0);
-        if (EARLY_TILE0 && n_tiles > 0) {  // masked: tile 0's K and V too, not after the tile-bitmap scan
+        if (EARLY_TILE0 && n_tiles > 0) {  // masked: tile 0's K, mask and V too, not after the tile-bitmap scan
             unsigned char* sk = smem + OFF_K;
             const TensorMap* tm_kn = reinterpret_cast<const TensorMap*>(&P.tm_k_nope);
             const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
             const TensorMap* tm_v = reinterpret_cast<const TensorMap*>(&P.tm_v);
-            mbar_arrive_expect_tx(&bar_k[0], 3 * BOX_K);
+            mbar_arrive_expect_tx(&bar_k[0], K_STAGE_TX);
             tma_load_3d(sk, tm_kn, &bar_k[0], 0, head, k_start);
             tma_load_3d(sk + BOX_K, tm_kn, &bar_k[0], 64, head, k_start);
             tma_load_3d(sk + 2 * BOX_K, tm_kp, &bar_k[0], 0, P.kp_shared ? 0 : head, k_start);
+            if constexpr (MASK_STAGE)
+                tma_load_2d(smem + OFF_MSTAGE, reinterpret_cast<const TensorMap*>(&P.tm_mask), &bar_k[0], 0, q_start + m0);
             mbar_arrive_expect_tx(&bar_v[0], 2 * BOX_K);
             tma_load_3d(sk + OFF_V, tm_v, &bar_v[0], 0, head, k_start);
             tma_load_3d(sk + OFF_V + BOX_K, tm_v, &bar_v[0], 64, head, k_start);
         }
     }
-    const unsigned* gmask = p.mask + (mj_i64)(q_start + m0) * p.mask_stride_row;
-    if constexpr (EARLY_TILE0 && MASK_STAGE) {
-        // ... and tile 0's mask words: warps 1-3 first wait (named barrier) for warp 0, whose thread 0 has
-        // initialized the mbarriers above.
-        if (tid >= 32 && tid < 128 && n_tiles > 0) {
-            const int u = tid - 32, r0 = u / WPT, w0 = u % WPT;
-            named_bar_sync(BAR_INIT, 128);
-            copy_mask_tile(smem, bar_m, gmask + (mj_i64)r0 * p.mask_stride_row + w0, (COPY_THREADS / WPT) * p.mask_stride_row, u,
-                           off + m0 + r0 - 32 * w0, off + m0, min(rows, BM) - r0, 0, 0);
-        } else if (tid < 32 && n_tiles > 0) {
-            named_bar_arrive(BAR_INIT, 128);
-        }
-    }
 
     // ---- masked: which key tiles does any row of this block attend? (the first 256 threads) ----
+    const unsigned* gmask = p.mask + (mj_i64)(q_start + m0) * p.mask_stride_row;
     const int n_mwords = (s_k + 31) >> 5;  // mask words of a row that can hold bits of this request
     if (MJ_MASKED) {
         constexpr int PT = 256;
@@ -345,9 +241,6 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
     if (wg == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<PRODUCER_REGS>();
-        if constexpr (MASK_STAGE) {
-            if (tid >= 32) copy_mask_words(smem, bar_m, bar_empty_m, gmask, p.mask_stride_row, tid - 32, off + m0, rows, EARLY_TILE0 ? 1 : 0, next_tile);
-        }
         if (tid == 0) {
             const TensorMap* tm_kn = reinterpret_cast<const TensorMap*>(&P.tm_k_nope);
             const TensorMap* tm_kp = reinterpret_cast<const TensorMap*>(&P.tm_k_pe);
@@ -361,10 +254,13 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
                 unsigned char* sk = smem + OFF_K + s * STAGE_BYTES;
                 const int row = k_start + tile * BN;
                 if (i >= ST) mbar_wait(&bar_empty_k[s], free_parity);
-                mbar_arrive_expect_tx(&bar_k[s], 3 * BOX_K);
+                mbar_arrive_expect_tx(&bar_k[s], K_STAGE_TX);
                 tma_load_3d(sk, tm_kn, &bar_k[s], 0, head, row);
                 tma_load_3d(sk + BOX_K, tm_kn, &bar_k[s], 64, head, row);
                 tma_load_3d(sk + 2 * BOX_K, tm_kp, &bar_k[s], 0, kp_head, row);
+                if constexpr (MASK_STAGE)  // the tile's mask words, [BM rows][WPT words] from (row q_start + m0, word WPT * tile)
+                    tma_load_2d(smem + OFF_MSTAGE + s * MSTAGE_BYTES, reinterpret_cast<const TensorMap*>(&P.tm_mask), &bar_k[s],
+                                WPT * tile, q_start + m0);
                 if (i >= ST) mbar_wait(&bar_empty_v[s], free_parity);
                 mbar_arrive_expect_tx(&bar_v[s], 2 * BOX_K);
                 tma_load_3d(sk + OFF_V, tm_v, &bar_v[s], 0, head, row);
@@ -430,14 +326,13 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         for (int t = 0; t < BN / 16; ++t) wgmma_m64n128k16_rs<1>(o, pf[t], smem_desc(sv + t * 16 * 128, 128, 1024, BOX_K), 1);
         wgmma_commit();
     };
-    // Masked: this thread's two rows of a stage's mask words ([k] row g, [WPT + k] row g + 8), two 16-byte
-    // shared loads after the copy warps' arrival (the four threads of a quad read the same row: a
-    // broadcast); the stage is handed back after the softmax.
+    // Masked: this thread's two rows of a stage's mask words ([k] row g, [WPT + k] row g + 8): two 16-byte
+    // shared loads (the four threads of a quad read the same row: a broadcast), issued right after the
+    // GEMMs (the stage's full barrier was waited on with K's) and before the K stage is handed back.
     unsigned mw[2 * WPT];
     const unsigned mstage_row0 = smem_u32(smem + OFF_MSTAGE) + (r_w - m0 + g) * 16;
-    auto load_mask_stage = [&](int stage, unsigned phase, int tile) {
+    auto load_mask_stage = [&](int stage, int tile) {
         if constexpr (MASK_STAGE) {
-            mbar_wait(&bar_m[stage], phase);
             ld_shared_v4(mw, mstage_row0 + stage * MSTAGE_BYTES);
             ld_shared_v4(mw + WPT, mstage_row0 + stage * MSTAGE_BYTES + 8 * 16);
         } else if constexpr (MJ_MASKED) {  // MJ_MASK_EXP 2: words the compiler cannot fold, no stage
@@ -445,18 +340,31 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
             for (int k = 0; k < 2 * WPT; ++k) mw[k] = ~0u >> ((tile >> 24) + k);
         }
     };
-    auto release_mask_stage = [&](int stage) {
-        if constexpr (MASK_STAGE) mbar_arrive(&bar_empty_m[stage]);
-    };
+    // The compacted mask test: of a 32-key word this thread needs the 8 bits 8 jj + 2 qd + t (jj < 4,
+    // t < 2: its columns). AND with cm keeps them (byte jj holds its pair at bit 2 qd), and the multiply
+    // by cmul moves byte jj's pair to bits 24 + 2 jj: cmul = sum over jj of 2^(24 - 6 jj - 2 qd), and the
+    // other 12 partial products land below bit 24 in disjoint 2-bit fields (no carries) or past bit 31.
+    // So bit 24 + 2 jj + t of (w & cm) * cmul is column 8 jj + 2 qd + t: one LOP3 and one IMAD per word,
+    // then a predicate per bit of one byte (R2P) and one FSEL per score.
+    const unsigned cm = 0x03030303u << (2 * qd);
+    const unsigned cmul = ((1u << 24) | (1u << 18) | (1u << 12) | (1u << 6)) >> (2 * qd);
     // Causal limit and mask on S, then the online-softmax statistics; S becomes exp2 values in place and
     // alpha the factor that rescales what O and the row sums held before this tile.
     float alpha[2];
     auto softmax = [&](int tile) {
         const int n0 = tile * BN;
         const bool diag = n0 + BN - 1 > w_min_q;  // only tiles crossing some row's diagonal need the causal test
-        if constexpr (MASK_APPLY) {
-            // The words already hold the causal limit and the bounds (copy_mask_words): one bit test per
-            // score on every tile, which ptxas turns into R2P + FSEL.
+        if constexpr (MASK_APPLY && MASK_COMPACT) {
+            // Mask bits on every tile (compacted test above); the causal limit (and the request's end) on the
+            // diagonal tiles below, as in the dense kernel.
+#pragma unroll
+            for (int k = 0; k < 2 * WPT; ++k) {
+                const unsigned c = (mw[k] & cm) * cmul;
+#pragma unroll
+                for (int b = 0; b < 8; ++b)
+                    if (!((c >> (24 + b)) & 1u)) s[4 * (4 * (k % WPT) + (b >> 1)) + (k < WPT ? 0 : 2) + (b & 1)] = MJ_NEG_INF;
+            }
+        } else if constexpr (MASK_APPLY) {  // knob 8: the 2026-12-03 test on the raw words
             unsigned m[2 * WPT];
 #pragma unroll
             for (int k = 0; k < 2 * WPT; ++k) m[k] = mw[k] >> (qd * 2);
@@ -465,7 +373,8 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     if (!((m[(e < 2 ? 0 : WPT) + (j >> 2)] >> ((j & 3) * 8 + (e & 1))) & 1u)) s[4 * j + e] = MJ_NEG_INF;
-        } else if (diag) {
+        }
+        if (diag) {
             const int lim0 = qpos0 - n0 - qd * 2, lim1 = qpos1 - n0 - qd * 2;  // last allowed key - 2 qd
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j)
@@ -540,17 +449,20 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
         turn_begin();
         issue_qk(0);
         turn_end(false);
-        load_mask_stage(0, 0, tile);  // waits while the tensor cores run Q K^T
+        load_mask_stage(0, tile);
+        // The next tile to visit, looked up while the tensor cores run Q K^T: masked, next_tile is a shared
+        // load of a bitmap word and a few dependent integer steps, which at the end of the iteration sat on
+        // the chain from one GEMM issue to the next (2026-12-03 evening: ~7 % of a masked tile at h16 S8k).
+        int nxt = next_tile(tile);
         wgmma_wait<0>();
         fence_regs(s);
         mbar_arrive(&bar_empty_k[0]);
         softmax(tile);
-        release_mask_stage(0);
         rescale_and_pack();
         int prev_stage = 0;
         unsigned prev_phase = 0;
         int i = 1, last = tile;
-        for (tile = next_tile(tile); tile >= 0; last = tile, tile = next_tile(tile), ++i) {
+        for (tile = nxt; tile >= 0; last = tile, tile = nxt, ++i) {
             const int stage = i % ST;
             const unsigned phase = (i / ST) & 1;
             mbar_wait(&bar_k[stage], phase);
@@ -559,12 +471,12 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
             mbar_wait(&bar_v[prev_stage], prev_phase);
             issue_pv(prev_stage);
             turn_end(false);
-            load_mask_stage(stage, phase, tile);
+            load_mask_stage(stage, tile);
+            nxt = next_tile(tile);
             wgmma_wait<1>();  // S of this tile done; P V of the previous one may still run
             fence_regs(s);
             mbar_arrive(&bar_empty_k[stage]);
             softmax(tile);
-            release_mask_stage(stage);
             wgmma_wait<0>();
             fence_regs(o);
             mbar_arrive(&bar_empty_v[prev_stage]);

@@ -67,9 +67,9 @@ LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
     const bool masked = present(a.mask);
     if (masked) {
         auto m = check_tensor(a.mask, "mask", MLAJIT_UINT32, {total_q, -1}, false);
-        if (m[1] < topk_mask_words(max_k))
-            fail_arg("mask: rows need at least {} words for the longest request (s_k = {}), got {}", topk_mask_words(max_k),
-                     max_k, m[1]);
+        const int64_t min_words = (max_k + 31) / 32;
+        if (m[1] < min_words)
+            fail_arg("mask: rows need at least {} words for the longest request (s_k = {}), got {}", min_words, max_k, m[1]);
         p.mask = static_cast<const unsigned*>(a.mask.data);
         p.mask_stride_row = a.mask.stride[0];
     }
@@ -110,8 +110,13 @@ void mha_prefill(Handle& h, const mlajit_mha_args& a, CUstream stream) {
     // the portable tier instead.
     const auto encode = driver().cuTensorMapEncodeTiled;
     const long long total_q = a.q.shape[0], total_k = present(a.k) ? a.k.shape[0] : a.k_nope.shape[0];
-    if (!encode || total_q == 0 || total_k == 0) {
+    const bool mask_ok = mha_sm90_mask_ok(plan.params);
+    if (!encode || total_q == 0 || total_k == 0 || !mask_ok) {
         if (!encode) log().debug("the CUDA driver has no cuTensorMapEncodeTiled: MHA runs the portable tier");
+        if (!mask_ok)
+            log().debug("mask row stride {} words is not a multiple of 4 (or the mask is not 16-byte aligned): masked MHA runs the "
+                        "portable tier; size mask rows with mlajit_topk_mask_words for the Hopper kernel",
+                        plan.params.mask_stride_row);
         plan.spec = mha_spec(h.arch(), mha_tile_for(h.arch()), plan.params.mask != nullptr);
         plan.grid.x = (unsigned)((plan.params.max_seqlen_q + plan.spec.p[0] - 1) / plan.spec.p[0]);
         plan.threads = mha_threads(plan.spec);

@@ -1,6 +1,6 @@
-// The four TMA tensor maps of the Hopper-tier MHA kernel (kernels_src/mha/sm90.cuh), encoded from the
-// portable tier's MhaFwdParams. Header-only and free of mlajit's runtime so that the kernel harness
-// (tools/dev/mha) builds the maps exactly the way the library does.
+// The TMA tensor maps of the Hopper-tier MHA kernel (kernels_src/mha/sm90.cuh: four, five when masked),
+// encoded from the portable tier's MhaFwdParams. Header-only and free of mlajit's runtime so that the kernel
+// harness (tools/dev/mha) builds the maps exactly the way the library does.
 #pragma once
 #include <cuda.h>
 
@@ -13,9 +13,16 @@ namespace mlajit {
 using TensorMapEncodeTiledFn = decltype(&::cuTensorMapEncodeTiled);
 
 struct MhaSm90MapError {
-    const char* map = nullptr;  // which tensor failed ("q", "k_nope", "k_pe", "v"), null on success
+    const char* map = nullptr;  // which tensor failed ("q", "k_nope", "k_pe", "v", "mask"), null on success
     CUresult result = CUDA_SUCCESS;
 };
+
+// Whether the Hopper kernel can read a mask through TMA: a 16-byte aligned base and a row stride of a
+// multiple of 4 words (16 bytes). Library-built masks (mlajit_topk_mask_words) always are; the op runs the
+// portable tier for any other mask.
+inline bool mha_sm90_mask_ok(const MhaFwdParams& p) {
+    return !p.mask || (reinterpret_cast<unsigned long long>(p.mask) % 16 == 0 && p.mask_stride_row % 4 == 0 && p.mask_stride_row > 0);
+}
 
 // Every map is 3-D {dim, head, token} over bf16 with 64 x 1 x 128 boxes (64 columns = one 128-byte
 // swizzle row; 128 rows = one query half-tile pair or one key tile) and zero fill past the tensor.
@@ -44,6 +51,20 @@ inline MhaSm90MapError encode_mha_sm90_maps(TensorMapEncodeTiledFn encode, const
     if ((r = one(out.tm_k_pe, p.k_pe, 64, out.kp_shared ? 1 : h, p.kp_stride_head, p.kp_stride_tok, total_k)) != CUDA_SUCCESS)
         return {"k_pe", r};
     if ((r = one(out.tm_v, p.v, 128, h, p.v_stride_head, p.v_stride_tok, total_k)) != CUDA_SUCCESS) return {"v", r};
+    if (p.mask) {
+        // The masked kernel's mask words: {word, row} over uint32, one 4-word x 128-row box per key tile
+        // (16-byte rows, no swizzle), zero fill past the tensor. Width: the words any request can use.
+        // Needs a 16-byte aligned base and a row stride of a multiple of 4 words (mha_sm90_mask_ok).
+        const cuuint64_t dims[2] = {(cuuint64_t)((p.max_seqlen_k + 31) / 32 > 0 ? (p.max_seqlen_k + 31) / 32 : 1),
+                                    total_q > 0 ? (cuuint64_t)total_q : 1};
+        const cuuint64_t strides[1] = {(cuuint64_t)p.mask_stride_row * 4};
+        const cuuint32_t box[2] = {4, 128};
+        const cuuint32_t estr[2] = {1, 1};
+        r = encode(reinterpret_cast<CUtensorMap*>(&out.tm_mask), CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, const_cast<unsigned*>(p.mask), dims,
+                   strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) return {"mask", r};
+    }
     return {};
 }
 

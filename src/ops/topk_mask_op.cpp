@@ -6,7 +6,12 @@
 
 namespace mlajit {
 
-int64_t topk_mask_words(int64_t max_seqlen_k) { return (std::max<int64_t>(max_seqlen_k, 0) + 31) / 32; }
+// The row length the library allocates and recommends: ceil(s_k / 32) words rounded up to a multiple of 4, so
+// that every row starts 16-byte aligned, which the Hopper MHA kernel needs to read a tile's mask words with
+// TMA (a mask of any other row stride runs the portable tier). Inputs are checked against the minimum,
+// ceil(s_k / 32), not against this.
+int64_t topk_mask_words(int64_t max_seqlen_k) { return ((std::max<int64_t>(max_seqlen_k, 0) + 127) / 128) * 4; }
+static int64_t topk_mask_min_words(int64_t max_seqlen_k) { return (std::max<int64_t>(max_seqlen_k, 0) + 31) / 32; }
 
 LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_mask_args& a) {
     LaunchPlan<TopkMaskParams> plan;
@@ -24,7 +29,7 @@ LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_ma
     if (!a.cu_seqlens_k_host) fail_arg("cu_seqlens_k_host is NULL: pass the host copy of cu_seqlens_k");
     const int64_t max_k = check_cu_seqlens(a.cu_seqlens_k_host, batch, a.cu_seqlens_k_host[batch], "cu_seqlens_k", true);
     auto m = check_tensor(a.mask, "mask", MLAJIT_UINT32, {total_q, -1}, false);
-    const int64_t words = topk_mask_words(max_k);
+    const int64_t words = topk_mask_min_words(max_k);
     if (m[1] < words)
         fail_arg("mask: rows need at least {} words for the longest request (s_k = {}), got {} (shape {}): size it with "
                  "mlajit_topk_mask_words", words, max_k, m[1], shape_str(a.mask));

@@ -202,9 +202,11 @@ TEST_CASE("validation: top-k mask") {
     CHECK(plan.grid.y == 2);
     a.mask = t(fake(4), MLAJIT_UINT32, {300, 20});
     CHECK(has(invalid([&] { plan_topk_mask(kArch, a); }), "mlajit_topk_mask_words"));
-    CHECK(mlajit_topk_mask_words(650) == 21);
-    CHECK(mlajit_topk_mask_words(64) == 2);
-    CHECK(mlajit_topk_mask_bytes(300, 650) == 300u * 21u * 4u);
+    // ceil(s_k / 32) words, padded to a multiple of 4 (16-byte rows: the Hopper MHA kernel reads them by TMA)
+    CHECK(mlajit_topk_mask_words(650) == 24);
+    CHECK(mlajit_topk_mask_words(64) == 4);
+    CHECK(mlajit_topk_mask_words(512) == 16);
+    CHECK(mlajit_topk_mask_bytes(300, 650) == 300u * 24u * 4u);
 }
 
 TEST_CASE("validation: MHA, the mask and sparse MQA accept a sub-batch (cu_seqlens[0] > 0)") {

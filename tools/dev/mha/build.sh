@@ -45,23 +45,27 @@ for pp in 0 1; do
     mha90 ${n}_m 1 $pp & pids+=($!)
 done
 # Masked breakdown knobs of mha/sm90.cuh (MJ_MASK_EXP; harness-only, outputs of 1 and 2 are wrong by design):
-# x1 = mask stage kept, bit test compiled out; x2 = bit test kept, no stage; x3 = the serialized copy loop
-# of the 2026-12-03 kernel; x4 = no tile-bitmap scan (correct, no tile skipping); x5 = tile 0 loaded after
-# the scan, not before it (the first call's h90pp). Masked objects only:
-# the knob acts on MJ_MASKED alone, so the harness runs h90pp's dense object as their dense kernel.
-for e in 1 2 3 4 5; do
+# x1 = mask box kept, bit test compiled out; x2 = bit test kept, no mask box; x4 = no tile-bitmap scan
+# (correct, no tile skipping); x8 = the 2026-12-03 per-score bit test instead of the compacted one.
+# Masked objects only: the knob acts on MJ_MASKED alone, so the harness runs h90pp's dense object as their
+# dense kernel.
+for e in 1 2 4 8; do
     mha90 h90x${e}_m 1 1 -DMJ_MASK_EXP=$e & pids+=($!)
 done
-# OLD_KSRC=<dir holding mha/sm90.cuh (+ mha/sm90_masked.cuh) of an older version>: built as h90old for a
-# side-by-side timing in the same call (the harness then needs -DWITH_OLD). wrap_mha90.cu must compile
-# against that version (2026-12-03: main's sm90.cuh before the fold, copied from git show).
+# OLD_KSRC=<dir holding mha/sm90.cuh and topk_mask/sm80.cuh of an older version, nothing else>: built as
+# h90old and oldrpb4 for a side-by-side timing in the same call (the harness then needs -DWITH_OLD). The
+# older mha/sm90.cuh compiles against this tree's mlajit_abi.h and sm90.cuh (it reads the maps by name).
 if [ -n "${OLD_KSRC:-}" ]; then
     mha90 h90old_d 0 1 -I "$OLD_KSRC" & pids+=($!)
     mha90 h90old_m 1 1 -I "$OLD_KSRC" & pids+=($!)
+    "$NVCC" -I "$OLD_KSRC" "${FLAGS[@]}" -DWRPB=4 -DWNAME=oldrpb4 -c "$here/wrap_mask.cu" -o "$bd/oldrpb4.o" > "$bd/oldrpb4.log" 2>&1 &
+    pids+=($!)
     hflags+=(-DWITH_OLD)
 fi
 msk rpb4 4 & pids+=($!)
 msk rpb1 1 & pids+=($!)
+msk rpb8 8 & pids+=($!)
+msk rpb16 16 & pids+=($!)
 "$NVCC" "${FLAGS[@]}" "${hflags[@]}" -c "$here/harness.cu" -o "$bd/harness.o" & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done

@@ -41,11 +41,12 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 // names. (Device run 3 also timed EXPERIMENTAL variants -- Q re-read from shared memory at 64-key tiles,
 // lazy rescale, a 3-stage ping-pong -- since removed; see docs/perf_mha_notes.md.)
 // h90pp / h90np: the Hopper tier (kernels_src/mha/sm90.cuh) with / without ping-pong of its two consumers.
-// Masked-only knob variants of it (MJ_MASK_EXP; their dense kernel is h90pp's): h90x1 = mask stage
-// without the bit test, x2 = bit test without the stage (both timing-only: their masked outputs are
-// wrong), x3 = the serialized copy loop of 2026-12-03, x4 = no tile-bitmap scan, x5 = tile 0 issued after
-// the scan. h90old: an older version for side-by-side timing (build.sh OLD_KSRC, -DWITH_OLD; its mha/
-// sm90.cuh must define what wrap_mha90.cu uses).
+// Masked-only knob variants of it (MJ_MASK_EXP; their dense kernel is h90pp's): h90x1 = mask box
+// without the bit test, x2 = bit test without the mask box (both timing-only: their masked outputs are
+// wrong), x4 = no tile-bitmap scan, x8 = the 2026-12-03 per-score bit test instead of the compacted one.
+// (x3, x5: knobs of the copy-warp mask stage, removed with it.) h90old: an older version for side-by-side
+// timing (build.sh OLD_KSRC, -DWITH_OLD; its mha/sm90.cuh must define what wrap_mha90.cu uses), and
+// oldrpb4, that version's top-k mask build (WITH_OLD too).
 // (The v4 / t1 / t3 / t4 experiments of 2026-12-03 were removed with tools/dev/mha/sm90_v4.cuh once the
 // folded kernel replaced them: docs/perf_mha_notes.md.)
 #ifdef WITH_OLD
@@ -61,7 +62,7 @@ typedef cudaError_t (*mask_launch_fn)(const TopkMaskParams*, cudaStream_t);
 #define MHA_VARIANTS(X) \
     MHA_PORTABLE(X) X(h90pp, 128) X(h90np, 128) MHA_OLD(X)
 // masked-only variants: their dense kernel is h90pp's
-#define MHA_MASKED_VARIANTS(X) X(h90x1) X(h90x2) X(h90x3) X(h90x4) X(h90x5)
+#define MHA_MASKED_VARIANTS(X) X(h90x1) X(h90x2) X(h90x4) X(h90x8)
 #define DECL_MHA(n, bm)                                                      \
     extern "C" cudaError_t launch_##n##_d(const MhaFwdParams*, cudaStream_t); \
     extern "C" cudaError_t launch_##n##_m(const MhaFwdParams*, cudaStream_t);
@@ -70,6 +71,11 @@ MHA_VARIANTS(DECL_MHA)
 MHA_MASKED_VARIANTS(DECL_MHA_M)
 extern "C" cudaError_t launch_rpb4(const TopkMaskParams*, cudaStream_t);
 extern "C" cudaError_t launch_rpb1(const TopkMaskParams*, cudaStream_t);
+extern "C" cudaError_t launch_rpb8(const TopkMaskParams*, cudaStream_t);
+extern "C" cudaError_t launch_rpb16(const TopkMaskParams*, cudaStream_t);
+#ifdef WITH_OLD
+extern "C" cudaError_t launch_oldrpb4(const TopkMaskParams*, cudaStream_t);
+#endif
 
 struct MhaCfg {
     const char* name;
@@ -376,7 +382,9 @@ static void make_indices(Problem& P, int topk, int kind, uint64_t seed, mj_i64 e
             }
         }
     });
-    P.m_stride = (P.max_sk + 31) / 32 + extra_words;
+    // Rows padded to a multiple of 4 words (16 bytes), as mlajit_topk_mask_words sizes them: the Hopper
+    // kernel reads the mask by TMA (the library runs the portable tier for any other stride).
+    P.m_stride = ((P.max_sk + 31) / 32 + extra_words + 3) / 4 * 4;
     P.mask_ref.assign((size_t)P.Tq * P.m_stride, 0u);
     for (int r = 0; r < P.batch; ++r) {
         const int s_k = P.cu_k[r + 1] - P.cu_k[r];
@@ -731,6 +739,8 @@ int main(int argc, char** argv) {
             printf(" topk=%d (setup %.1fs)\n", sc.topk, now_s() - t0);
             bool mask_ok = check_mask(P, launch_rpb4, "rpb4");
             mask_ok &= check_mask(P, launch_rpb1, "rpb1");
+            mask_ok &= check_mask(P, launch_rpb8, "rpb8");
+            mask_ok &= check_mask(P, launch_rpb16, "rpb16");
             // the masked MHA runs on the GPU-built mask (rpb1 result now in P.dmask; rebuild with rpb4)
             {
                 TopkMaskParams m = make_mask_params(P);
@@ -772,6 +782,17 @@ int main(int argc, char** argv) {
                 CK(cudaDeviceSynchronize());
                 const float ms = time_ms([&] { CK(launch_rpb4(&m, 0)); });
                 table.push_back({"mask rpb4", "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms, 0, 0});
+                const std::pair<const char*, mask_launch_fn> others[] = {{"rpb1", launch_rpb1}, {"rpb8", launch_rpb8}, {"rpb16", launch_rpb16}};
+                for (const auto& o : others) {
+                    const float ms1 = time_ms([&] { CK(o.second(&m, 0)); });
+                    table.push_back({std::string("mask ") + o.first, "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms1, 0, 0});
+                    check_mask(P, o.second, o.first);
+                }
+#ifdef WITH_OLD
+                const float ms_old = time_ms([&] { CK(launch_oldrpb4(&m, 0)); });
+                table.push_back({"mask oldrpb4", "h=" + std::to_string(H) + " S=" + std::to_string(S) + " topk2048 build", ms_old, 0, 0});
+                check_mask(P, launch_oldrpb4, "oldrpb4");
+#endif
             }
             check_mask(P, launch_rpb4, "rpb4");
             double pairs_causal = 0, pairs_att = 0;

@@ -80,7 +80,9 @@ def _mask_words(cu_k_host):
     max_k = 0
     for i in range(len(cu_k_host) - 1):
         max_k = torch.sym_max(max_k, cu_k_host[i + 1] - cu_k_host[i])
-    return (max_k + 31) // 32  # mlajit_topk_mask_words (checked against the library in the tests)
+    # mlajit_topk_mask_words: ceil(max_k / 32) padded to a multiple of 4 words (16-byte rows, which the Hopper
+    # MHA kernel reads by TMA); checked against the library in the tests
+    return (max_k + 127) // 128 * 4
 
 
 @torch.library.register_fake(f"{_NS}::topk_mask_build")
