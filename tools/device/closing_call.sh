@@ -9,7 +9,7 @@
 # 12,000 characters of its output), and the summary lines are printed last. Name `.devdeps` in `carry`.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out="${OUT:-/tmp/closing}"; logs="$out/logs"; mkdir -p "$logs"
+out="${OUT:-/tmp/closing}"; logs="$(mktemp -d)"; mkdir -p "$out"  # logs outside $OUT: only the archive comes back
 finish() { tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null; }
 trap finish EXIT
 t0=$(date +%s); since() { echo "$(( $(date +%s) - t0 ))s"; }
