@@ -64,6 +64,32 @@ void describe(Described& d, const GemmDesc& g, const char* what) {
     make_layout(d.lc, g.n, g.m, g.ldc, g.batch, g.c_batch_stride, what);
 }
 
+// cuBLASLt's best algorithm for a described shape (`g` for its pointers' alignment and the message; `m` the
+// M it was described with), within `workspace_bytes`; timed as `step` of the startup split.
+cublasLtMatmulAlgo_t query_heuristic(void* lt_handle, const Described& d, const GemmDesc& g, int64_t m,
+                                     size_t workspace_bytes, StartupStep step, const char* what) {
+    Pref pref;
+    MLAJIT_LT(cublasLtMatmulPreferenceCreate(&pref.h), what);
+    uint64_t ws = workspace_bytes;
+    MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), what);
+    const uint32_t align = uint32_t(gemm_alignment(g));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof(align)), what);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    {
+        StartupTimer t(step);
+        MLAJIT_LT(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(lt_handle), d.desc.h, d.la.h, d.lb.h, d.lc.h,
+                                                 d.lc.h, pref.h, 1, &result, &found),
+                  what);
+    }
+    if (found < 1)
+        fail(MLAJIT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for {} (M {}, N {}, K {}, batch {}, alignment {} B): "
+             "report the shape", what, m, g.n, g.k, g.batch, align);
+    return result.algo;
+}
+
 }  // namespace
 
 struct GemmRunner::Algo {
@@ -144,26 +170,9 @@ std::shared_ptr<GemmRunner::Algo> GemmRunner::class_algo(const GemmDesc& g, size
     top.m = gemm_m_class(g.m);
     Described d;
     describe(d, top, what);
-    Pref pref;
-    MLAJIT_LT(cublasLtMatmulPreferenceCreate(&pref.h), what);
-    uint64_t ws = workspace_bytes;
-    MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), what);
-    const uint32_t align = uint32_t(gemm_alignment(g));
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-        MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof(align)), what);
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    auto* lt = static_cast<cublasLtHandle_t>(lt_);
-    {
-        StartupTimer t(warm_up ? StartupStep::cublaslt_warm_up : StartupStep::cublaslt_heuristic);
-        MLAJIT_LT(cublasLtMatmulAlgoGetHeuristic(lt, d.desc.h, d.la.h, d.lb.h, d.lc.h, d.lc.h, pref.h, 1, &result, &found),
-                  what);
-    }
-    if (found < 1)
-        fail(MLAJIT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for {} (M {}, N {}, K {}, batch {}, alignment {} B): "
-             "report the shape", what, top.m, g.n, g.k, g.batch, align);
-    auto algo = std::make_shared<Algo>(Algo{result.algo});
+    const cublasLtMatmulAlgo_t found = query_heuristic(lt_, d, g, top.m, workspace_bytes,
+                                                       warm_up ? StartupStep::cublaslt_warm_up : StartupStep::cublaslt_heuristic, what);
+    auto algo = std::make_shared<Algo>(Algo{found});
     std::lock_guard lock(mu_);
     ++counts_.heuristic_queries;
     classes_.put(key, algo);
@@ -215,29 +224,14 @@ std::shared_ptr<GemmRunner::Plan> GemmRunner::plan_for(const GemmDesc& g, size_t
         plan->algo = algo->algo;
     } else {
         // ... else the heuristic for the exact shape (what every new M cost before the classes).
-        Pref pref;
-        MLAJIT_LT(cublasLtMatmulPreferenceCreate(&pref.h), what);
-        uint64_t ws = workspace_bytes;
-        MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-                  what);
-        const uint32_t align = uint32_t(gemm_alignment(g));
-        for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-            MLAJIT_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof(align)), what);
-        cublasLtMatmulHeuristicResult_t result{};
-        int found = 0;
-        StartupTimer t(StartupStep::cublaslt_heuristic);
-        MLAJIT_LT(cublasLtMatmulAlgoGetHeuristic(lt, plan->d.desc.h, plan->d.la.h, plan->d.lb.h, plan->d.lc.h, plan->d.lc.h,
-                                                 pref.h, 1, &result, &found),
-                  what);
-        if (found < 1)
-            fail(MLAJIT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for {} (M {}, N {}, K {}, batch {}, alignment {} B): "
-                 "report the shape", what, g.m, g.n, g.k, g.batch, align);
-        plan->algo = result.algo;
+        plan->algo = query_heuristic(lt_, plan->d, g, g.m, workspace_bytes, StartupStep::cublaslt_heuristic, what);
     }
     std::lock_guard lock(mu_);
     if (reused) ++counts_.class_reuses;
-    else ++counts_.checks_refused, ++counts_.heuristic_queries;
+    else {
+        if (algo) ++counts_.checks_refused;  // a class without an algorithm is not a refused check
+        ++counts_.heuristic_queries;
+    }
     plans_.put(key, plan);
     return plan;
 }
