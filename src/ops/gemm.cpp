@@ -161,13 +161,13 @@ GemmRunner::Counts GemmRunner::counts() {
 // which M of the class came first).
 std::shared_ptr<GemmRunner::Algo> GemmRunner::class_algo(const GemmDesc& g, size_t workspace_bytes, const char* what,
                                                          bool warm_up) {
-    const GemmAlgoKey key = gemm_class_key(g, workspace_bytes);
+    GemmDesc top = g;
+    top.m = gemm_m_class(g.m);
+    const GemmAlgoKey key = gemm_algo_key(top, workspace_bytes);  // = gemm_class_key(g, workspace_bytes)
     {
         std::lock_guard lock(mu_);
         if (auto hit = classes_.find(key)) return std::move(*hit);
     }
-    GemmDesc top = g;
-    top.m = gemm_m_class(g.m);
     Described d;
     describe(d, top, what);
     const cublasLtMatmulAlgo_t found = query_heuristic(lt_, d, g, top.m, workspace_bytes,

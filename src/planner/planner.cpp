@@ -13,6 +13,9 @@ namespace mlajit {
 
 namespace {
 
+// The per-request rule: masked MHA iff strictly faster than sparse MQA when the request runs alone.
+Path faster_alone(const RequestPlan& r) { return r.mha_ms < r.mqa_ms ? Path::masked_mha : Path::sparse_mqa; }
+
 // Planners are built per handle (and tests build many); an override is news once per process.
 void warn_once(const std::string& msg) {
     static std::mutex mu;
@@ -182,7 +185,7 @@ Plan Planner::plan_per_request(std::span<const Request> batch) const {
         check_request({batch[i].s_q, batch[i].s_k, o_.heads, o_.topk}, i);
         const std::optional<Path> fixed = fixed_route(batch[i], i);
         p.requests[i] = times(batch[i], fixed);
-        if (!fixed) p.requests[i].path = p.requests[i].mha_ms < p.requests[i].mqa_ms ? Path::masked_mha : Path::sparse_mqa;
+        if (!fixed) p.requests[i].path = faster_alone(p.requests[i]);
     }
     group_by_path(p);
     return p;
@@ -203,8 +206,7 @@ Plan Planner::plan(std::span<const Request> batch) const {
     }
     if (n == 1 && any_free) {
         // Alone, the fixed costs are paid either way: the per-request rule, exact also at ties.
-        RequestPlan& r = p.requests[0];
-        r.path = r.mha_ms < r.mqa_ms ? Path::masked_mha : Path::sparse_mqa;
+        p.requests[0].path = faster_alone(p.requests[0]);
     } else if (any_free) {
         // best[s]: least cost of requests 0..i with request i on path s (a new step starts whenever the path
         // changes); from[i][s]: request i-1's path on that plan.
@@ -263,7 +265,7 @@ Plan Planner::plan_by_maxima(std::span<const Request> batch) const {
     }
     const std::optional<Path> fixed = fixed_route(worst, 0);
     const RequestPlan w = times(worst, fixed);
-    const Path path = fixed ? *fixed : w.mha_ms < w.mqa_ms ? Path::masked_mha : Path::sparse_mqa;
+    const Path path = fixed ? *fixed : faster_alone(w);
     Plan p = empty_plan(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) p.requests[i] = times(batch[i], path);
     group_by_path(p);
