@@ -67,7 +67,7 @@ LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a) {
     const bool masked = present(a.mask);
     if (masked) {
         auto m = check_tensor(a.mask, "mask", MLAJIT_UINT32, {total_q, -1}, false);
-        const int64_t min_words = (max_k + 31) / 32;
+        const int64_t min_words = topk_mask_min_words(max_k);
         if (m[1] < min_words)
             fail_arg("mask: rows need at least {} words for the longest request (s_k = {}), got {}", min_words, max_k, m[1]);
         p.mask = static_cast<const unsigned*>(a.mask.data);

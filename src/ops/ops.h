@@ -38,6 +38,8 @@ void quantize_latent_cache(Handle& h, const mlajit_quantize_latent_cache_args& a
 void check_fp8_cache(const mlajit_tensor& t, const char* name);
 
 int64_t topk_mask_words(int64_t max_seqlen_k);
+// The fewest words a mask row may have for keys up to max_seqlen_k (ceil / 32): what inputs are checked against.
+int64_t topk_mask_min_words(int64_t max_seqlen_k);
 
 // Gathers the latent rows of requests [r0, r1) out of a paged cache (checked by the caller: kv_cache
 // [num_blocks, block_size, 576] bf16, or the FP8 cache uint8 [.., .., 656] with kv_fp8, which is

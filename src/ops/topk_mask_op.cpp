@@ -11,7 +11,7 @@ namespace mlajit {
 // TMA (a mask of any other row stride runs the portable tier). Inputs are checked against the minimum,
 // ceil(s_k / 32), not against this.
 int64_t topk_mask_words(int64_t max_seqlen_k) { return ((std::max<int64_t>(max_seqlen_k, 0) + 127) / 128) * 4; }
-static int64_t topk_mask_min_words(int64_t max_seqlen_k) { return (std::max<int64_t>(max_seqlen_k, 0) + 31) / 32; }
+int64_t topk_mask_min_words(int64_t max_seqlen_k) { return (std::max<int64_t>(max_seqlen_k, 0) + 31) / 32; }
 
 LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_mask_args& a) {
     LaunchPlan<TopkMaskParams> plan;
