@@ -42,7 +42,10 @@
 //    each producer warp dequantizes its 16 rows shared -> shared, and the math runs schedule 1; the slot is
 //    released in two parts (empty_hi: blocks 4-8, after warpgroup 1's P V; empty: blocks 0-3) so the next
 //    tile's raw rows land while warpgroup 0 still reads V. First form measured 1.3 % faster than the
-//    register producer (16.71 against 16.93 ms, 128 heads); the current form is not measured yet.
+//    register producer (16.71 against 16.93 ms, 128 heads); the current form 7 % slower (18.24 against 17.01).
+//    MJ_MQA90_F8HELP = 1 (with F8STAGE, development switch): warpgroup 1 runs half of the dequantization
+//    passes while its P V is in flight: 15.17 ms at 128 heads, 7.57 at 64 (bf16 10.24 / 5.13), H200, 8k,
+//    paged (docs/PERF.md, "Stop 14").
 #pragma once
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
@@ -72,13 +75,15 @@
                           // shared -> shared, math on schedule 1; 0 = codes staged through registers, schedule 0.
                           // Development switch, 0 by default: its first version measured 1.3 % faster than 0 (H200,
                           // 8k, 128 heads: 16.71 against 16.93 ms), the current one (loads a tile ahead, two copy
-                          // groups a tile) is not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
+                          // groups a tile) 7 % slower (18.24 against 17.01; docs/PERF.md, "Stop 14").
 #define MJ_MQA90_F8STAGE 0
 #endif
 #ifndef MJ_MQA90_F8HELP  // staged FP8 (MJ_MQA90_F8STAGE = 1) only: warpgroup 1 dequantizes half of every tile (passes 2, 3,
                          // 5, 7 of f8_convert_pass; the producer warps 0, 1, 4, 6) while its P V of the previous tile
                          // runs, so the conversion on the critical path halves and two warps a sub-partition share it.
-                         // Development switch (docs/PERF.md, "FP8 latent cache, stop 14").
+                         // Development switch, off: 15.17 ms against 17.01 for the register producer and 10.24 for
+                         // bf16 (H200, 8k, 128 heads, paged): faster FP8, still slower than bf16 (docs/PERF.md,
+                         // "Stop 14").
 #define MJ_MQA90_F8HELP 0
 #endif
 #ifndef MJ_MQA90_LATEHO  // schedule 1: warpgroup 0 hands tile t to warpgroup 1 after issuing S(t + 1), so that
