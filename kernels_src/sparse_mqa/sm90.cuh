@@ -42,12 +42,19 @@
 //    each producer warp dequantizes its 16 rows shared -> shared, and the math runs schedule 1; the slot is
 //    released in two parts (empty_hi: blocks 4-8, after warpgroup 1's P V; empty: blocks 0-3) so the next
 //    tile's raw rows land while warpgroup 0 still reads V. First form measured 1.3 % faster than the
-//    register producer (16.71 against 16.93 ms, 128 heads); the current form is not measured yet.
+//    register producer (16.71 against 16.93 ms, 128 heads); the current form 7 % slower (18.24 against 17.01).
+//    MJ_MQA90_F8HELP = 1 (with F8STAGE, development switch): warpgroup 1 runs half of the dequantization
+//    passes while its P V is in flight: 15.17 ms at 128 heads, 7.57 at 64 (bf16 10.24 / 5.13), H200, 8k,
+//    paged (docs/PERF.md, "Stop 14").
+#pragma once
 #include "mlajit_device.cuh"
 #include "sparse_mqa/fp8.cuh"
 #include "sparse_mqa/index_set.cuh"
 #include "sparse_mqa/online_softmax.cuh"
 
+// The shared Hopper wrappers (kernels_src/sm90.cuh), by header name as NVRTC gets it; nvcc finds this file first,
+// which #pragma once makes a no-op: nvcc builds include kernels_src/sm90.cuh before this file
+// (tools/dev/mqa/kernel_cfg90.cu does; without it the harness build recursed 200 levels deep).
 #include "sm90.cuh"
 // ================= end of the Hopper PTX wrappers =================
 
@@ -68,8 +75,16 @@
                           // shared -> shared, math on schedule 1; 0 = codes staged through registers, schedule 0.
                           // Development switch, 0 by default: its first version measured 1.3 % faster than 0 (H200,
                           // 8k, 128 heads: 16.71 against 16.93 ms), the current one (loads a tile ahead, two copy
-                          // groups a tile) is not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
+                          // groups a tile) 7 % slower (18.24 against 17.01; docs/PERF.md, "Stop 14").
 #define MJ_MQA90_F8STAGE 0
+#endif
+#ifndef MJ_MQA90_F8HELP  // staged FP8 (MJ_MQA90_F8STAGE = 1) only: warpgroup 1 dequantizes half of every tile (passes 2, 3,
+                         // 5, 7 of f8_convert_pass; the producer warps 0, 1, 4, 6) while its P V of the previous tile
+                         // runs, so the conversion on the critical path halves and two warps a sub-partition share it.
+                         // Development switch, off: 15.17 ms against 17.01 for the register producer and 10.24 for
+                         // bf16 (H200, 8k, 128 heads, paged): faster FP8, still slower than bf16 (docs/PERF.md,
+                         // "Stop 14").
+#define MJ_MQA90_F8HELP 0
 #endif
 #ifndef MJ_MQA90_LATEHO  // schedule 1: warpgroup 0 hands tile t to warpgroup 1 after issuing S(t + 1), so that
                          // warpgroup 1's P V(t) queues behind S(t + 1) and runs during the softmax of t + 1.
@@ -128,6 +143,11 @@ constexpr bool kFp8 = MJ_KV_FP8 != 0;
 // FP8, MJ_MQA90_F8STAGE = 1: the raw rows are staged in shared memory (the producer needs few registers).
 constexpr bool kF8Stage = kFp8 && MJ_MQA90_F8STAGE != 0;
 constexpr bool kF8Regs = kFp8 && !kF8Stage;  // the register-staged FP8 producer
+// Staged FP8 with warpgroup 1 converting half of each tile (MJ_MQA90_F8HELP). Producer warp pw and warpgroup 1's warp
+// pw share row group pw through two named barriers of 64 threads: kBarHelpP + pw (the producer's raw codes landed
+// and its pass 6 read block 7's codes) and kBarHelpH + pw (warpgroup 1's passes 2, 3, 5 are stored).
+constexpr bool kF8Help = kF8Stage && MJ_MQA90_F8HELP != 0;
+constexpr int kBarHelpP = 4, kBarHelpH = 8;
 // Registers after setmaxnreg. bf16: a lean cp.async producer. FP8: the producer holds a tile's 16 rows a warp
 // in registers (64 a thread) between their loads and their dequantization, and the next tile's loads are
 // issued as registers free up; the math code fits 176 without spills (it takes 184 of a 232 budget). The
@@ -161,6 +181,35 @@ static_assert(kOffScale + kS * 1024 <= kOffP + kBlk, "the staged FP8 scales fit 
 // (block 7's own codes: read before the stores).
 MJ_DEVICE unsigned raw_off(int pw, int b, int i, int q) {
     return (unsigned)((4 + (b >> 1)) * kBlk + pw * 2048 + (b & 1) * 1024 + i * 64 + ((q ^ ((i >> 1) & 1)) << 4));
+}
+
+// Staged FP8: one dequantization pass of row group pw (rows 16 pw .. 16 pw + 15) of the tile in slot `slot`: output
+// column block b (lane: row lane / 2, codes 32 h .. 32 h + 31 of the block, h = lane % 2), raw codes and scales
+// read from shared memory, bf16 stored swizzled into block b. Run by the row group's producer warp and, with
+// MJ_MQA90_F8HELP, by warpgroup 1's warp of the same index (raw_off: which passes may run in which order).
+MJ_DEVICE void f8_convert_pass(unsigned ring, unsigned scl, int pw, int slot, int b, int lane) {
+    const unsigned tile = ring + slot * kTileBytes;
+    const int i = lane >> 1, h = lane & 1, r = pw * 16 + i;
+    const float scale = mj_fp8::ld_shared_f32(scl + slot * 1024 + r * 16 + (b >> 1) * 4);
+    mj_u32 in[2][4];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) mj_ld_shared_v4(in[k], tile + raw_off(pw, b, i, 2 * h + k));
+    if (b == 7) __syncwarp();  // block 7's stores overwrite its own codes: every lane has read them
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const int q = 2 * h + k;  // raw chunk: output chunks 2q, 2q + 1 of the block
+        mj_u32 o[8];
+        if constexpr (MJ_MQA90_DEV_SKIP == 2) {  // timing only: the codes stored unconverted
+#pragma unroll
+            for (int j = 0; j < 8; ++j) o[j] = in[k][j >> 1] ^ __float_as_uint(scale);
+        } else {
+            mj_fp8::dequant16<MJ_ARCH>(in[k], scale, o);
+        }
+        const unsigned rowa = tile + b * kBlk + r * 128;
+        mj_fp8::st_shared_v4(rowa + (((2 * q) ^ (r & 7)) << 4), o[0], o[1], o[2], o[3]);
+        mj_fp8::st_shared_v4(rowa + (((2 * q + 1) ^ (r & 7)) << 4), o[4], o[5], o[6], o[7]);
+    }
+    __syncwarp();  // the next pass may overwrite raw codes this pass read (block 4 + j after blocks 2j, 2j + 1)
 }
 
 // O (the m64n512 accumulator of one math warpgroup, rows row0 and row0 + 8 of each thread) times the
@@ -217,7 +266,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::mbar_init(&full[s], 1);    // one arrive.expect_tx for the peer's half, after our own half
                 mj90::mbar_init(&empty[s], kConsumers + 8);  // every local math thread, one per peer math warp
             } else if constexpr (kSplitEmpty) {
-                mj90::mbar_init(&full[s], 128);   // every producer thread, after its dequantized stores / copies
+                mj90::mbar_init(&full[s], kF8Help ? 256 : 128);  // every producer (and helper) thread, after its stores
                 mj90::mbar_init(&empty[s], 128);  // warpgroup 0, after its S and P V
                 mj90::mbar_init(&own[s], 256);    // empty_hi: warpgroup 0 at its hand-over, warpgroup 1 after its P V
             } else {
@@ -298,31 +347,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 for (int b = 4; b < 8; ++b) mj90::cp_async_16_addr(tile + raw_off(pw, b, 8 * hf + (lane >> 2), lane & 3), src[hf] + b * 64, ok[hf]);
             mj90::cp_async_commit();
         };
-        // Dequantize output column block b of tile t's rows (lane: row lane / 2, codes 32 h .. 32 h + 31 of the block).
-        auto convert = [&](int slot, int b) {
-            const unsigned tile = ring + slot * kTileBytes;
-            const int i = lane >> 1, h = lane & 1, r = pw * 16 + i;
-            const float scale = mj_fp8::ld_shared_f32(scl + slot * 1024 + r * 16 + (b >> 1) * 4);
-            mj_u32 in[2][4];
-#pragma unroll
-            for (int k = 0; k < 2; ++k) mj_ld_shared_v4(in[k], tile + raw_off(pw, b, i, 2 * h + k));
-            if (b == 7) __syncwarp();  // block 7's stores overwrite its own codes: every lane has read them
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                const int q = 2 * h + k;  // raw chunk: output chunks 2q, 2q + 1 of the block
-                mj_u32 o[8];
-                if constexpr (MJ_MQA90_DEV_SKIP == 2) {  // timing only: the codes stored unconverted
-#pragma unroll
-                    for (int j = 0; j < 8; ++j) o[j] = in[k][j >> 1] ^ __float_as_uint(scale);
-                } else {
-                    mj_fp8::dequant16<MJ_ARCH>(in[k], scale, o);
-                }
-                const unsigned rowa = tile + b * kBlk + r * 128;
-                mj_fp8::st_shared_v4(rowa + (((2 * q) ^ (r & 7)) << 4), o[0], o[1], o[2], o[3]);
-                mj_fp8::st_shared_v4(rowa + (((2 * q + 1) ^ (r & 7)) << 4), o[4], o[5], o[6], o[7]);
-            }
-            __syncwarp();  // the next pass may overwrite raw codes this pass read (block 4 + j after blocks 2j, 2j + 1)
-        };
+        // Dequantize output column block b of tile t's rows (f8_convert_pass).
+        auto convert = [&](int slot, int b) { f8_convert_pass(ring, scl, pw, slot, b, lane); };
         // Row pointers of tile t + 1 (nxt) and keys of tile t + 2 (knn), loaded a tile before their use.
         const unsigned char* nxt = nullptr;
         int knn = -1;
@@ -346,6 +372,28 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 knn = t + 3 < ntiles ? key_of(t + 3) : -1;
             };
             try_issue(false);
+            if constexpr (kF8Help) {
+                // Passes 0, 1, 4, 6 here; warpgroup 1's warp pw runs 2, 3, 5 between the two barriers and 7 after
+                // the second (block 7 holds pass 6's codes). Both arrive on full.
+                if (issued && t + 1 < ntiles) mj90::cp_async_wait<2>();
+                else mj90::cp_async_wait<0>();
+                if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));  // warpgroup 0 is done with t - 2
+                __syncwarp();
+                mj90::named_bar_arrive(kBarHelpP + pw, 64);  // every lane's raw rows of tile t landed; blocks 0-3 are free
+                convert(slot, 0);
+                try_issue(false);
+                convert(slot, 1);
+                try_issue(false);
+                convert(slot, 4);
+                try_issue(false);
+                mj90::named_bar_sync_unaligned(kBarHelpH + pw, 64);  // pass 5 read block 6's codes
+                convert(slot, 6);
+                mj90::named_bar_sync_unaligned(kBarHelpP + pw, 64);  // pass 6 read block 7's codes
+                mj90::fence_proxy_async();
+                mj90::mbar_arrive(&full[slot]);
+                try_issue(true);
+                continue;
+            }
             // Groups in flight, oldest first: codes 0-3 of t, codes 4-7 of t, and, once issued, the two of t + 1.
             if (issued && t + 1 < ntiles) mj90::cp_async_wait<3>();
             else mj90::cp_async_wait<1>();
@@ -676,6 +724,22 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 s_lsum[row0 + 8] = l1;
             }
         } else {
+            // MJ_MQA90_F8HELP: this warp's half of tile t's dequantization (row group warp - 4; see the producer).
+            auto help = [&](int t) {
+                const int hw = warp - 4, slot = t % kS;
+                const unsigned scl = mj90::smem_u32(smem + kOffScale);
+                mj90::named_bar_sync_unaligned(kBarHelpP + hw, 64);  // the raw rows landed
+                f8_convert_pass(sk, scl, hw, slot, 2, lane);
+                f8_convert_pass(sk, scl, hw, slot, 3, lane);
+                f8_convert_pass(sk, scl, hw, slot, 5, lane);
+                mj90::named_bar_arrive(kBarHelpH + hw, 64);
+                mj90::named_bar_sync_unaligned(kBarHelpP + hw, 64);  // the producer's pass 6 read block 7's codes
+                f8_convert_pass(sk, scl, hw, slot, 7, lane);
+                mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
+                mj90::mbar_arrive(&full[slot]);
+            };
+            if constexpr (kF8Help)
+                if (ntiles > 0) help(0);
             for (int t = 0; t < ntiles; ++t) {
                 const int slot = t % kS;
                 const unsigned tile = sk + slot * kTileBytes;
@@ -690,6 +754,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                                                      mj90::smem_desc_addr(tile + 4 * kBlk + j * 2048, 128, 1024, kBlk));
                 }
                 mj90::wgmma_commit();
+                if constexpr (kF8Help)
+                    if (t + 1 < ntiles) help(t + 1);  // while P V of t runs
                 mj90::wgmma_wait<0>();
                 release(slot);
             }

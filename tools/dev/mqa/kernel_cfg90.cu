@@ -11,6 +11,7 @@ constexpr int MJ_KV_FP8 = CFG_FP8;
 #define MQA_CAT2(a, b) a##b
 #define MQA_CAT(a, b) MQA_CAT2(a, b)
 #define mlajit_sparse_mqa_fwd_sm90 MQA_CAT(mqa_kernel_, CFG_TAG)
+#include "sm90.cuh"  // kernels_src/sm90.cuh (-I), before the kernel: see its include of "sm90.cuh"
 #include "sparse_mqa/sm90.cuh"
 #undef mlajit_sparse_mqa_fwd_sm90
 
