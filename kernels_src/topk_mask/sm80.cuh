@@ -1,30 +1,62 @@
 // mlajit top-k mask build: indices [T_q, topk] (request-local key positions) -> packed bitmask rows
 // (bit j of word w = request-local key 32w + j), every word in [0, mask_stride_row) written, so the
 // caller needs no memset. Indices outside [0, s_k) of the row's request (-1 included) are skipped;
-// duplicates are harmless (OR).
+// duplicates are harmless.
 //
 // SUPPORTED CONFIGS: MJ_ROWS_PER_BLOCK in 1..16 (default 4). Block = mj_mask_threads() = 256 threads,
 // grid = (ceil(max_seqlen_q / MJ_ROWS_PER_BLOCK), batch), no dynamic shared memory (32 KiB static).
 //
-// A block owns its rows outright, so it can build each row in shared memory with shared atomics and
-// then store it with coalesced writes. Rows longer than the shared buffer (more than 8192 / ROWS words,
-// i.e. 65536 keys at 4 rows) are built in word chunks: each chunk rescans the row's indices, which are
-// few (topk) and stay in L1/L2.
+// The job is one pass over the indices (64 MiB at S 8k, top-2048) plus the mask's store (8 MiB): a
+// bandwidth job, so the loads are 16-byte vectors, all of a block's loads are in flight before the first
+// is used, and nothing touches global memory twice. A block owns its rows outright and builds them in
+// shared memory, then stores them with coalesced writes; words that cannot hold a bit (past ceil(s_k/32))
+// are stored as zeros directly. Two ways to build a row in shared memory (MJ_MASK_CELL_BYTES, a harness
+// knob; the runtime uses the default):
+//   0: one bit per key, set with shared atomicOr (8 KiB of indices scatter into 1 KiB of words: the
+//      atomics collide in banks and serialize);
+//   1: one byte per key, set with a plain byte store (every writer stores the same 1, so races are
+//      benign and no atomic is needed); then each thread turns 16 bytes into 16 bits with two multiplies
+//      and stores them as one 16-bit half of a mask word (a warp stores 64 contiguous bytes).
+// Rows longer than a block's share of shared memory are built in key chunks: each chunk rescans the
+// row's indices (few, and still in L2).
 #include "mlajit_device.cuh"
 
 static_assert(MJ_ROWS_PER_BLOCK >= 1 && MJ_ROWS_PER_BLOCK <= 16, "topk_mask: MJ_ROWS_PER_BLOCK must be 1..16");
 static_assert(MJ_ARCH >= 80, "topk_mask: mlajit targets sm_80 and newer");
 
+#ifndef MJ_MASK_CELL_BYTES
+#define MJ_MASK_CELL_BYTES 1
+#endif
+static_assert(MJ_MASK_CELL_BYTES == 0 || MJ_MASK_CELL_BYTES == 1, "topk_mask: MJ_MASK_CELL_BYTES must be 0 or 1");
+
 namespace mj_topk {
 constexpr int RPB = MJ_ROWS_PER_BLOCK;
 constexpr int NT = mj_mask_threads();
-constexpr int CHUNK = 8192 / RPB;  // words per row per pass: 32 KiB of shared memory in all
-constexpr int LPT = RPB >= 8 ? 2 : 32 / RPB;  // index loads per row and thread in flight together (32 at most)
+constexpr bool BYTES = MJ_MASK_CELL_BYTES == 1;
+constexpr int SMEM = 32768;
+constexpr int ROW_BYTES = SMEM / RPB;                          // a row's cells per pass (bytes)
+constexpr int CHUNK_WORDS = BYTES ? ROW_BYTES / 32 : ROW_BYTES / 4;  // mask words a row builds per pass
+// 16-byte index vectors per row and thread loaded together: 8 vectors (128 B) per thread in flight.
+constexpr int VPT = RPB >= 8 ? 1 : 8 / RPB;
+static_assert(ROW_BYTES % 16 == 0 && CHUNK_WORDS % 4 == 0, "topk_mask: a row's cells must be whole 16-byte vectors");
+
+struct Row {
+    int tok;       // global query token of the row
+    bool valid;    // the row exists (the block's last rows may be past s_q)
+};
+
+// 16 cells of 0/1 bytes (a, b, c, d, little-endian) -> 16 bits, cell i at bit i. For v with bytes b0..b3
+// in {0, 1}, v * 0x10204080 puts b_i at bit 28 + i and every cross product below bit 28 at a distinct
+// position (21, 14, 7, 22, 15, 23): no carries, so the top nibble is b0 + 2 b1 + 4 b2 + 8 b3.
+MJ_DEVICE unsigned pack16(unsigned a, unsigned b, unsigned c, unsigned d) {
+    constexpr unsigned M = 0x10204080u;
+    return ((a * M) >> 28) | (((b * M) >> 28) << 4) | (((c * M) >> 28) << 8) | (((d * M) >> 28) << 12);
+}
 }  // namespace mj_topk
 
 extern "C" __global__ void __launch_bounds__(mj_topk::NT) mlajit_topk_mask(const TopkMaskParams p) {
     using namespace mj_topk;
-    __shared__ unsigned words[RPB][CHUNK];
+    __shared__ __align__(16) unsigned char cells[RPB][ROW_BYTES];
 
     const int b = blockIdx.y;
     const int q_start = p.cu_seqlens_q[b];
@@ -35,25 +67,64 @@ extern "C" __global__ void __launch_bounds__(mj_topk::NT) mlajit_topk_mask(const
     const int nrows = min(RPB, s_q - r0);
     const mj_i64 W = p.mask_stride_row;
     const int tid = threadIdx.x;
+    const int n_words = (int)min((mj_i64)((s_k + 31) >> 5), W);  // words that can hold a bit
+    unsigned* const mask0 = p.mask + (mj_i64)(q_start + r0) * W;
 
-    for (mj_i64 wb = 0; wb < W; wb += CHUNK) {
-        const int cw = (int)min((mj_i64)CHUNK, W - wb);
+    // Words past the last key: zeros, stored directly (the library's stride adds fewer than 4).
+    for (int r = 0; r < nrows; ++r)
+        for (mj_i64 w = n_words + tid; w < W; w += NT) mask0[r * W + w] = 0u;
+
+    // 16-byte loads need 16-byte aligned rows of whole vectors (the library's own buffers are).
+    const bool vec = ((reinterpret_cast<unsigned long long>(p.indices) | (unsigned long long)p.idx_stride_tok * 4 |
+                       (unsigned long long)p.topk * 4) & 15) == 0;
+    const int n_vec = p.topk >> 2;
+
+    for (int wb = 0; wb < n_words; wb += CHUNK_WORDS) {
+        const int cw = min(CHUNK_WORDS, n_words - wb);
+        const int kb = wb * 32, ke = min(kb + cw * 32, s_k);  // the chunk's keys [kb, ke)
+        // Zero the chunk's cells (whole vectors; a row's cells are a multiple of 16 bytes).
+        const int zero_vecs = BYTES ? cw * 2 : (cw + 3) >> 2;
         for (int r = 0; r < nrows; ++r)
-            for (int w = tid; w < cw; w += NT) words[r][w] = 0u;
+            for (int i = tid; i < zero_vecs; i += NT) reinterpret_cast<uint4*>(cells[r])[i] = make_uint4(0, 0, 0, 0);
         __syncthreads();
-        // Only words below ceil(s_k / 32) can receive a bit; past that the chunk is just zeros.
-        if (wb * 32 < (mj_i64)s_k) {
-            // All of a pass's index loads first (LPT per row and thread, every row of the block), then the
-            // shared atomics: the loads of a pass are in flight together. (Until 2026-12-03 each load was
-            // followed by its atomic, and the compiler kept that order: one memory round trip per 256
-            // indices, so a block of 4 rows x 2048 indices waited 32 round trips, 0.035 ms at S 8k.)
-            for (int k0 = 0; k0 < p.topk; k0 += NT * LPT) {
-                int v[RPB][LPT];
+
+        auto set = [&](int r, int x) {
+            if (x < kb || x >= ke) return;  // also skips -1 and anything outside [0, s_k)
+            const int k = x - kb;
+            if constexpr (BYTES) cells[r][k] = 1;
+            else atomicOr(reinterpret_cast<unsigned*>(cells[r]) + (k >> 5), 1u << (k & 31));
+        };
+        if (vec) {
+            // All of a pass's vector loads (VPT per row and thread, every row) first, then the cell writes.
+            for (int v0 = 0; v0 < n_vec; v0 += NT * VPT) {
+                int4 v[RPB][VPT];
+#pragma unroll
+                for (int r = 0; r < RPB; ++r) {
+                    const int4* idx = reinterpret_cast<const int4*>(p.indices + (mj_i64)(q_start + r0 + r) * p.idx_stride_tok);
+#pragma unroll
+                    for (int u = 0; u < VPT; ++u) {
+                        const int i = v0 + tid + u * NT;
+                        v[r][u] = r < nrows && i < n_vec ? idx[i] : make_int4(-1, -1, -1, -1);
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < RPB; ++r)
+#pragma unroll
+                    for (int u = 0; u < VPT; ++u) {
+                        set(r, v[r][u].x);
+                        set(r, v[r][u].y);
+                        set(r, v[r][u].z);
+                        set(r, v[r][u].w);
+                    }
+            }
+        } else {  // any alignment: 4-byte loads, the same number in flight
+            for (int k0 = 0; k0 < p.topk; k0 += NT * VPT * 4) {
+                int v[RPB][VPT * 4];
 #pragma unroll
                 for (int r = 0; r < RPB; ++r) {
                     const int* idx = p.indices + (mj_i64)(q_start + r0 + r) * p.idx_stride_tok;
 #pragma unroll
-                    for (int u = 0; u < LPT; ++u) {
+                    for (int u = 0; u < VPT * 4; ++u) {
                         const int k = k0 + tid + u * NT;
                         v[r][u] = r < nrows && k < p.topk ? idx[k] : -1;
                     }
@@ -61,19 +132,27 @@ extern "C" __global__ void __launch_bounds__(mj_topk::NT) mlajit_topk_mask(const
 #pragma unroll
                 for (int r = 0; r < RPB; ++r)
 #pragma unroll
-                    for (int u = 0; u < LPT; ++u) {
-                        const int x = v[r][u];
-                        if (x < 0 || x >= s_k) continue;
-                        const mj_i64 w = (x >> 5) - wb;
-                        if (w >= 0 && w < cw) atomicOr(&words[r][w], 1u << (x & 31));
-                    }
+                    for (int u = 0; u < VPT * 4; ++u) set(r, v[r][u]);
             }
         }
         __syncthreads();
+
         for (int r = 0; r < nrows; ++r) {
-            unsigned* dst = p.mask + (mj_i64)(q_start + r0 + r) * W + wb;
-            for (int w = tid; w < cw; w += NT) dst[w] = words[r][w];
+            unsigned* dst = mask0 + r * W + wb;
+            if constexpr (BYTES) {
+                // Thread i: cells [16 i, 16 i + 16) -> the 16-bit half i of the chunk's words (little-endian:
+                // half 2w is word w's low half, keys 32w..32w+15). Lanes read consecutive 16-byte vectors
+                // (no bank conflicts) and store consecutive halves (a warp stores 64 contiguous bytes).
+                unsigned short* dst16 = reinterpret_cast<unsigned short*>(dst);
+                for (int i = tid; i < cw * 2; i += NT) {
+                    const uint4 c = reinterpret_cast<const uint4*>(cells[r])[i];
+                    dst16[i] = (unsigned short)pack16(c.x, c.y, c.z, c.w);
+                }
+            } else {
+                const unsigned* words = reinterpret_cast<const unsigned*>(cells[r]);
+                for (int w = tid; w < cw; w += NT) dst[w] = words[w];
+            }
         }
-        __syncthreads();  // the next chunk reuses the buffer
+        __syncthreads();  // the next chunk reuses the cells
     }
 }
