@@ -1,62 +1,38 @@
 // mlajit top-k mask build: indices [T_q, topk] (request-local key positions) -> packed bitmask rows
 // (bit j of word w = request-local key 32w + j), every word in [0, mask_stride_row) written, so the
 // caller needs no memset. Indices outside [0, s_k) of the row's request (-1 included) are skipped;
-// duplicates are harmless.
+// duplicates are harmless (OR).
 //
 // SUPPORTED CONFIGS: MJ_ROWS_PER_BLOCK in 1..16 (default 4). Block = mj_mask_threads() = 256 threads,
 // grid = (ceil(max_seqlen_q / MJ_ROWS_PER_BLOCK), batch), no dynamic shared memory (32 KiB static).
 //
 // The job is one pass over the indices (64 MiB at S 8k, top-2048) plus the mask's store (8 MiB): a
-// bandwidth job, so the loads are 16-byte vectors, all of a block's loads are in flight before the first
-// is used, and nothing touches global memory twice. A block owns its rows outright and builds them in
-// shared memory, then stores them with coalesced writes; words that cannot hold a bit (past ceil(s_k/32))
-// are stored as zeros directly. Two ways to build a row in shared memory (MJ_MASK_CELL_BYTES, a harness
-// knob; the runtime uses the default):
-//   0: one bit per key, set with shared atomicOr (8 KiB of indices scatter into 1 KiB of words: the
-//      atomics collide in banks and serialize);
-//   1: one byte per key, set with a plain byte store (every writer stores the same 1, so races are
-//      benign and no atomic is needed); then each thread turns 16 bytes into 16 bits with two multiplies
-//      and stores them as one 16-bit half of a mask word (a warp stores 64 contiguous bytes).
-// Rows longer than a block's share of shared memory are built in key chunks: each chunk rescans the
-// row's indices (few, and still in L2).
+// bandwidth job, so the loads are 16-byte vectors when the rows allow, all of a block's loads are in
+// flight before the first is used, and nothing touches global memory twice. A block owns its rows outright
+// and builds them in shared memory with shared atomicOr, then stores them with coalesced writes; words that
+// cannot hold a bit (past ceil(s_k / 32)) are stored as zeros directly. Rows longer than a block's share of
+// shared memory are built in word chunks: each chunk rescans the row's indices (few, and still in L2).
+// Measured on the H200 (2026-12-03, tools/dev/mask, docs/PERF.md "Top-k mask build"): 0.031 / 0.052 /
+// 0.103 ms at S 8k / 16k / 32k, 85 / 92 / ~100 % of a read-only kernel's rate over the same bytes. Tried
+// and dropped there: one byte per key set with plain stores, then packed (no atomics): 8-170 % slower
+// (more shared memory per row, so fewer rows per pass and more passes).
 #include "mlajit_device.cuh"
 
 static_assert(MJ_ROWS_PER_BLOCK >= 1 && MJ_ROWS_PER_BLOCK <= 16, "topk_mask: MJ_ROWS_PER_BLOCK must be 1..16");
 static_assert(MJ_ARCH >= 80, "topk_mask: mlajit targets sm_80 and newer");
 
-#ifndef MJ_MASK_CELL_BYTES
-#define MJ_MASK_CELL_BYTES 1
-#endif
-static_assert(MJ_MASK_CELL_BYTES == 0 || MJ_MASK_CELL_BYTES == 1, "topk_mask: MJ_MASK_CELL_BYTES must be 0 or 1");
-
 namespace mj_topk {
 constexpr int RPB = MJ_ROWS_PER_BLOCK;
 constexpr int NT = mj_mask_threads();
-constexpr bool BYTES = MJ_MASK_CELL_BYTES == 1;
-constexpr int SMEM = 32768;
-constexpr int ROW_BYTES = SMEM / RPB;                          // a row's cells per pass (bytes)
-constexpr int CHUNK_WORDS = BYTES ? ROW_BYTES / 32 : ROW_BYTES / 4;  // mask words a row builds per pass
+constexpr int CHUNK_WORDS = 8192 / RPB;  // mask words a row builds per pass: 32 KiB of shared memory in all
 // 16-byte index vectors per row and thread loaded together: 8 vectors (128 B) per thread in flight.
 constexpr int VPT = RPB >= 8 ? 1 : 8 / RPB;
-static_assert(ROW_BYTES % 16 == 0 && CHUNK_WORDS % 4 == 0, "topk_mask: a row's cells must be whole 16-byte vectors");
-
-struct Row {
-    int tok;       // global query token of the row
-    bool valid;    // the row exists (the block's last rows may be past s_q)
-};
-
-// 16 cells of 0/1 bytes (a, b, c, d, little-endian) -> 16 bits, cell i at bit i. For v with bytes b0..b3
-// in {0, 1}, v * 0x10204080 puts b_i at bit 28 + i and every cross product below bit 28 at a distinct
-// position (21, 14, 7, 22, 15, 23): no carries, so the top nibble is b0 + 2 b1 + 4 b2 + 8 b3.
-MJ_DEVICE unsigned pack16(unsigned a, unsigned b, unsigned c, unsigned d) {
-    constexpr unsigned M = 0x10204080u;
-    return ((a * M) >> 28) | (((b * M) >> 28) << 4) | (((c * M) >> 28) << 8) | (((d * M) >> 28) << 12);
-}
+static_assert(CHUNK_WORDS % 4 == 0, "topk_mask: a row's words are zeroed in 16-byte vectors");
 }  // namespace mj_topk
 
 extern "C" __global__ void __launch_bounds__(mj_topk::NT) mlajit_topk_mask(const TopkMaskParams p) {
     using namespace mj_topk;
-    __shared__ __align__(16) unsigned char cells[RPB][ROW_BYTES];
+    __shared__ __align__(16) unsigned words[RPB][CHUNK_WORDS];
 
     const int b = blockIdx.y;
     const int q_start = p.cu_seqlens_q[b];
@@ -82,20 +58,19 @@ extern "C" __global__ void __launch_bounds__(mj_topk::NT) mlajit_topk_mask(const
     for (int wb = 0; wb < n_words; wb += CHUNK_WORDS) {
         const int cw = min(CHUNK_WORDS, n_words - wb);
         const int kb = wb * 32, ke = min(kb + cw * 32, s_k);  // the chunk's keys [kb, ke)
-        // Zero the chunk's cells (whole vectors; a row's cells are a multiple of 16 bytes).
-        const int zero_vecs = BYTES ? cw * 2 : (cw + 3) >> 2;
+        // Zero the chunk's words (whole 16-byte vectors: CHUNK_WORDS is a multiple of 4).
+        const int zero_vecs = (cw + 3) >> 2;
         for (int r = 0; r < nrows; ++r)
-            for (int i = tid; i < zero_vecs; i += NT) reinterpret_cast<uint4*>(cells[r])[i] = make_uint4(0, 0, 0, 0);
+            for (int i = tid; i < zero_vecs; i += NT) reinterpret_cast<uint4*>(words[r])[i] = make_uint4(0, 0, 0, 0);
         __syncthreads();
 
         auto set = [&](int r, int x) {
             if (x < kb || x >= ke) return;  // also skips -1 and anything outside [0, s_k)
             const int k = x - kb;
-            if constexpr (BYTES) cells[r][k] = 1;
-            else atomicOr(reinterpret_cast<unsigned*>(cells[r]) + (k >> 5), 1u << (k & 31));
+            atomicOr(&words[r][k >> 5], 1u << (k & 31));
         };
         if (vec) {
-            // All of a pass's vector loads (VPT per row and thread, every row) first, then the cell writes.
+            // All of a pass's vector loads (VPT per row and thread, every row) first, then the atomics.
             for (int v0 = 0; v0 < n_vec; v0 += NT * VPT) {
                 int4 v[RPB][VPT];
 #pragma unroll
@@ -139,20 +114,8 @@ extern "C" __global__ void __launch_bounds__(mj_topk::NT) mlajit_topk_mask(const
 
         for (int r = 0; r < nrows; ++r) {
             unsigned* dst = mask0 + r * W + wb;
-            if constexpr (BYTES) {
-                // Thread i: cells [16 i, 16 i + 16) -> the 16-bit half i of the chunk's words (little-endian:
-                // half 2w is word w's low half, keys 32w..32w+15). Lanes read consecutive 16-byte vectors
-                // (no bank conflicts) and store consecutive halves (a warp stores 64 contiguous bytes).
-                unsigned short* dst16 = reinterpret_cast<unsigned short*>(dst);
-                for (int i = tid; i < cw * 2; i += NT) {
-                    const uint4 c = reinterpret_cast<const uint4*>(cells[r])[i];
-                    dst16[i] = (unsigned short)pack16(c.x, c.y, c.z, c.w);
-                }
-            } else {
-                const unsigned* words = reinterpret_cast<const unsigned*>(cells[r]);
-                for (int w = tid; w < cw; w += NT) dst[w] = words[w];
-            }
+            for (int w = tid; w < cw; w += NT) dst[w] = words[r][w];
         }
-        __syncthreads();  // the next chunk reuses the cells
+        __syncthreads();  // the next chunk reuses the words
     }
 }

@@ -17,8 +17,7 @@ namespace mlajit {
     X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync)                 \
     X(cuMemcpyDtoHAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuMemcpyDtoDAsync) X(cuStreamCreate)    \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) \
-    X(cuEventElapsedTime) X(cuEventDestroy) X(cuPointerGetAttribute) X(cuCtxGetId) X(cuMemcpy2DAsync)  \
-    X(cuStreamWaitEvent) X(cuStreamCreateWithPriority) X(cuCtxGetStreamPriorityRange)
+    X(cuEventElapsedTime) X(cuEventDestroy) X(cuPointerGetAttribute) X(cuCtxGetId) X(cuMemcpy2DAsync)
 
 struct DriverApi {
 #define MLAJIT_DECLARE_FIELD(fn) decltype(&::fn) fn = nullptr;

@@ -10,11 +10,6 @@
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
 
-#include <cstdlib>
-#include <map>
-#include <mutex>
-#include <utility>
-
 namespace mlajit {
 
 namespace {
@@ -75,51 +70,6 @@ void gather_pages(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     paged_gather(h, g, stream);
 }
 
-// The masked path's mask build depends only on the indices, not on the K/V up-projection before it, so on
-// long steps it runs on a second stream, forked from the caller's with an event and joined back before
-// the MHA: it fills the SMs the GEMM leaves idle (its tail) instead of running after it. The fork costs
-// ~2 us of host time (two event records, two waits), noise against a step of kForkMinTokens tokens
-// (>= ~50 us of GPU work) but not against the short calls whose host cost is the budget (issue 15: 8 us
-// a call at 16 tokens), which keep the single stream.
-constexpr int64_t kForkMinTokens = 1024;
-
-// Per handle and context (cuCtxGetId: never reused within a process, so a re-created context never sees
-// a stale stream): the side stream (non-blocking, the device's highest priority, so the mask build's
-// blocks are dispatched ahead of the GEMM's pending ones) and the fork and join events (timing off).
-// Created on first use and kept for the process: a few per handle (the Handle class owns nothing for
-// this op; this registry keeps src/runtime untouched). The mutex covers the whole fork-launch-join, so
-// two threads on one handle never interleave their records of the shared events.
-struct MaskFork {
-    CUstream side = nullptr;
-    CUevent fork = nullptr, join = nullptr;
-};
-std::mutex g_fork_mutex;
-std::map<std::pair<const Handle*, unsigned long long>, MaskFork> g_forks;
-
-MaskFork& mask_fork_for(Handle& h) {  // g_fork_mutex held; the handle's context current
-    unsigned long long id = 0;
-    MLAJIT_CU(cuCtxGetId(h.context(), &id), "reading the context id for the mask build's stream");
-    MaskFork& f = g_forks[{&h, id}];
-    if (!f.side) {
-        int least = 0, greatest = 0;
-        MLAJIT_CU(cuCtxGetStreamPriorityRange(&least, &greatest), "reading the stream priority range");
-        MLAJIT_CU(cuEventCreate(&f.fork, CU_EVENT_DISABLE_TIMING), "creating the mask build's fork event");
-        MLAJIT_CU(cuEventCreate(&f.join, CU_EVENT_DISABLE_TIMING), "creating the mask build's join event");
-        MLAJIT_CU(cuStreamCreateWithPriority(&f.side, CU_STREAM_NON_BLOCKING, greatest),
-                  "creating the mask build's stream");
-    }
-    return f;
-}
-
-// Measurement switch (docs/PERF.md): MLAJIT_MASK_NO_FORK=1 keeps the mask build on the caller's stream.
-bool mask_fork_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("MLAJIT_MASK_NO_FORK");
-        return !(v && *v && *v != '0');
-    }();
-    return on;
-}
-
 void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* ws,
                   CUstream stream) {
     const MlaStepLayout l = step_layout(s, st);
@@ -146,46 +96,7 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     g.b = {a.w_kv_b.data, a.w_kv_b.stride[0], 0, true};
     g.c = kv_up;
     g.ldc = kv_row;
-    // Masked: the mask build first, on the side stream when the step is long (see kForkMinTokens), so it
-    // runs beside the GEMM below; joined back before the MHA.
-    const bool fork = st.path == Path::masked_mha && st.t1 - st.t0 >= kForkMinTokens && mask_fork_enabled();
-    std::unique_lock<std::mutex> fork_lock;
-    MaskFork* mf = nullptr;
-    mlajit_topk_mask_args mk = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
-    const int64_t n = st.r1 - st.r0 + 1;
-    mlajit_tensor cu_q = strided_tensor(offset(a.cu_seqlens_q.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
-    mlajit_tensor cu_k = strided_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
-    mlajit_tensor mask{};
-    if (st.path == Path::masked_mha) {
-        const int64_t words = topk_mask_words(st.max_s_k);
-        mask = strided_tensor(offset(ws, int64_t(l.mask) - st.t0 * words * 4, 1), MLAJIT_UINT32, {tq_end, words}, {words, 1});
-        mk.indices = strided_tensor(a.indices.data, MLAJIT_INT32, {tq_end, s.width}, {a.indices.stride[0], 1});
-        mk.cu_seqlens_q = cu_q;
-        mk.cu_seqlens_k = cu_k;
-        mk.cu_seqlens_q_host = a.cu_seqlens_q_host + st.r0;
-        mk.cu_seqlens_k_host = a.cu_seqlens_k_host + st.r0;
-        mk.mask = mask;
-        if (fork) {
-            fork_lock = std::unique_lock<std::mutex>(g_fork_mutex);
-            mf = &mask_fork_for(h);
-            MLAJIT_CU(cuEventRecord(mf->fork, stream), "forking the mask build's stream (event record)");
-            MLAJIT_CU(cuStreamWaitEvent(mf->side, mf->fork, 0), "forking the mask build's stream (wait)");
-            topk_mask_build(h, mk, mf->side);
-            MLAJIT_CU(cuEventRecord(mf->join, mf->side), "joining the mask build's stream (event record)");
-        } else {
-            topk_mask_build(h, mk, stream);
-        }
-    }
-    try {
-        h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
-    } catch (...) {
-        if (mf) driver().cuStreamWaitEvent(stream, mf->join, 0);  // the caller's stream still waits for the build
-        throw;
-    }
-    if (mf) {
-        MLAJIT_CU(cuStreamWaitEvent(stream, mf->join, 0), "joining the mask build's stream (wait)");
-        fork_lock.unlock();
-    }
+    h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
     const void* kv_base = offset(kv_up, -st.k0 * kv_row, 2);
 
     mlajit_mha_args m = MLAJIT_ARGS_INIT(mlajit_mha_args);
@@ -205,12 +116,24 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     m.out = strided_tensor(a.out.data, MLAJIT_BF16, {tq_end, H, kDimV}, {a.out.stride[0], a.out.stride[1], 1});
     if (s.has_lse) m.lse = strided_tensor(a.lse.data, MLAJIT_FP32, {tq_end, H}, {a.lse.stride[0], 1});
     else m.lse = strided_tensor(offset(ws, int64_t(l.lse) - st.t0 * H * 4, 1), MLAJIT_FP32, {tq_end, H}, {H, 1});
-    m.cu_seqlens_q = cu_q;
-    m.cu_seqlens_k = cu_k;
+    const int64_t n = st.r1 - st.r0 + 1;
+    m.cu_seqlens_q = strided_tensor(offset(a.cu_seqlens_q.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
+    m.cu_seqlens_k = strided_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
     m.cu_seqlens_q_host = a.cu_seqlens_q_host + st.r0;
     m.cu_seqlens_k_host = a.cu_seqlens_k_host + st.r0;
     m.sm_scale = a.sm_scale;
-    if (st.path == Path::masked_mha) m.mask = mask;
+    if (st.path == Path::masked_mha) {
+        const int64_t words = topk_mask_words(st.max_s_k);
+        m.mask = strided_tensor(offset(ws, int64_t(l.mask) - st.t0 * words * 4, 1), MLAJIT_UINT32, {tq_end, words}, {words, 1});
+        mlajit_topk_mask_args k = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
+        k.indices = strided_tensor(a.indices.data, MLAJIT_INT32, {tq_end, s.width}, {a.indices.stride[0], 1});
+        k.cu_seqlens_q = m.cu_seqlens_q;
+        k.cu_seqlens_k = m.cu_seqlens_k;
+        k.cu_seqlens_q_host = m.cu_seqlens_q_host;
+        k.cu_seqlens_k_host = m.cu_seqlens_k_host;
+        k.mask = m.mask;
+        topk_mask_build(h, k, stream);
+    }
     mha_prefill(h, m, stream);
 }
 

@@ -34,7 +34,7 @@ typedef cudaError_t (*mask_fn)(const TopkMaskParams*, cudaStream_t);
 #else
 #define OLD(X)
 #endif
-#define VARIANTS(X) X(b1r1) X(b1r2) X(b1r4) X(b1r8) X(b0r1) X(b0r2) X(b0r4) X(b0r8) OLD(X)
+#define VARIANTS(X) X(r1) X(r2) X(r4) X(r8) OLD(X)
 VARIANTS(DECL)
 struct Variant {
     const char* name;

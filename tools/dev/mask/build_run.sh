@@ -9,14 +9,14 @@ ksrc="$here/../../../kernels_src"
 bd="${1:-/tmp/maskb}"; mkdir -p "$bd"
 F=(-std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I "$ksrc")
 pids=()
-v() {  # name rpb cell_bytes [extra]
-    local n=$1 r=$2 c=$3; shift 3
-    nvcc "$@" "${F[@]}" -DWRPB=$r -DWNAME=$n -DMJ_MASK_CELL_BYTES=$c -c "$here/wrap.cu" -o "$bd/$n.o" >"$bd/$n.log" 2>&1 &
+v() {  # name rpb [extra]
+    local n=$1 r=$2; shift 2
+    nvcc "$@" "${F[@]}" -DWRPB=$r -DWNAME=$n -c "$here/wrap.cu" -o "$bd/$n.o" >"$bd/$n.log" 2>&1 &
     pids+=($!)
 }
-for r in 1 2 4 8; do v b1r$r $r 1; v b0r$r $r 0; done
+for r in 1 2 4 8; do v r$r $r; done
 oldf=()
-if [ -n "${OLD_KSRC:-}" ]; then v old4 4 0 -I "$OLD_KSRC"; oldf=(-DWITH_OLD); fi
+if [ -n "${OLD_KSRC:-}" ]; then v old4 4 -I "$OLD_KSRC"; oldf=(-DWITH_OLD); fi
 nvcc "${F[@]}" "${oldf[@]}" -c "$here/bench.cu" -o "$bd/bench.o" >"$bd/bench.log" 2>&1 & pids+=($!)
 for p in "${pids[@]}"; do wait "$p" || { cat "$bd"/*.log; exit 1; }; done
 nvcc "${F[@]}" "$bd"/*.o -o "$bd/maskbench"

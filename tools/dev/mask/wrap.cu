@@ -1,5 +1,5 @@
 // One specialization of kernels_src/topk_mask/sm80.cuh for tools/dev/mask/bench.cu.
-// -DWRPB=<rows per block> -DWNAME=<name> [-DMJ_MASK_CELL_BYTES=0|1]
+// -DWRPB=<rows per block> -DWNAME=<name>
 #include <cuda_runtime.h>
 constexpr int MJ_ROWS_PER_BLOCK = WRPB;
 constexpr int MJ_ARCH = 90;
