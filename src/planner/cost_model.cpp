@@ -96,10 +96,23 @@ double causal_pairs(long s_q, long s_k) {
 //   run the refit model picks the faster path on 44 (the 12-02 rates: 42, 1.17 ms lost of 143.7).
 // - Fixed cost per step (batch-level routing, planner.h): masked MHA 31.0 + 6.0 (mask) = 37.0 us; sparse
 //   MQA 49.4 (absorption, anchors' fit) + the tile's overhead: 49.4 / 79.8 / 89.6 us at 16 / 32 / 64.
+// Refitted 2026-12-03 evening (helper mask) to the shipped kernels alone (H200, docs/PERF.md "Top-k mask
+// build and masked MHA, 2026-12-03 evening"; raw logs docs/calibration/mask_build_2026-12-03/):
+// - Mask build (kernels_src/topk_mask/sm80.cuh, 16-byte index loads): 0.0312 / 0.0516 / 0.1031 ms at
+//   S 8k / 16k / 32k, topk 2048 (tools/dev/mask). Overhead kept at 6.0 us (small requests are latency-
+//   bound; a free line puts 16 us there, the bandwidth ramp of the large cells) and 1e-9 ms per word;
+//   per index refitted (relative least squares): 1.12e-9 ms (was 1.72e-9, which over-predicted S 8k by
+//   19 %); cells -14 % / +0.5 % / +11 %, at most 0.011 ms, under 1 % of their paths.
+// - Masked attention: mlajit-bench masked minus the mask build, same call: h 16 S 8k 0.5506 ms, h 16 S 16k
+//   1.9195, h 128 S 8k 4.0584; the one MHA overhead kept at 31.0 us (fitted on whole paths above, which
+//   three kernel cells cannot re-pin): 692.4 TFLOP/s (was 662.7: +9.7 % at h 16 S 16k); cells -4.2 % /
+//   +5.0 % / -1.4 %. Whole one-call path at h 16 S 8k (run_bench.py, same call): measured 0.636 ms,
+//   predicted 0.622 (the 662.7 / 1.72e-9 rates: 0.655).
 KernelRates h200_mlajit_rates() {
     KernelRates r = h200_anchor_rates();
     r.upproj = {505.8, 0.0};
-    r.mha_attn = {662.7, 0.0310};
+    r.mha_attn = {692.4, 0.0310};
+    r.mask = {0.0060, 1.12e-9, 1.0e-9};
     r.mqa_tiles = {{16, 16, {96.7, 0.0}}, {32, 32, {200.7, 0.0304}}, {128, 64, {385.2, 0.0402}}};
     r.mqa_attn = r.mqa_tiles.back().rate;
     r.mqa_head_tile = 64;

@@ -230,6 +230,11 @@ private:
         }
         res.ms = mlajit::tools::median_ms(st_, launch, reps_);
         res.sets = n;
+        if (mask_only && res.ms > 0) {  // a bandwidth job: what it moved per second (indices read + mask written)
+            const double bytes = double(idx.size()) * 4 + double(c.s_q) * double(words) * 4;
+            res.check += fmt::format("; {:.0f} GB/s ({:.1f} MiB indices + {:.1f} MiB mask)", bytes / (res.ms * 1e6),
+                                     double(idx.size()) * 4 / 1048576.0, double(c.s_q) * double(words) * 4 / 1048576.0);
+        }
         return res;
     }
 

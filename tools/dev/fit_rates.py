@@ -26,7 +26,7 @@ import math
 import sys
 
 ABSORB = (379.3, 0.0494)          # TFLOP/s, ms: the anchors' cuBLAS bmm fit (cost_model.cpp)
-MASK = (0.0060, 1.72e-9, 1.0e-9)  # ms, ms per index, ms per word: mlajit's topk_mask kernel
+MASK = (0.0060, 1.12e-9, 1.0e-9)  # ms, ms per index, ms per word: mlajit's topk_mask kernel (cost_model.cpp)
 
 
 def solve(a, b):
