@@ -1,7 +1,7 @@
 """Tests of the PyTorch custom ops (torch.ops.mlajit.*; python3 -m unittest discover tools/python/tests).
 
 - CPU (needs torch, no GPU, no library): the fake implementations' shapes and dtypes for every op under
-  FakeTensorMode; torch.compile(fullgraph=True) over a module calling torch.ops.mlajit.mla_prefill traces
+  FakeTensorMode; opcheck on meta tensors (schema, fake, AOT dispatch with dynamic shapes); torch.compile(fullgraph=True) over a module calling torch.ops.mlajit.mla_prefill traces
   it in one graph, with host cu_seqlens becoming symbolic instead of recompiling per batch layout; the fake
   mask width equals the library's mlajit_topk_mask_words (when libmlajit.so loads).
 - GPU (needs torch, a GPU and the library): mla_prefill through the op against the float64 reference
@@ -108,6 +108,33 @@ class TestFake(unittest.TestCase):
                 cu = torch.empty(2, dtype=torch.int32, device="cuda")
                 mask = torch.ops.mlajit.topk_mask_build(idx, cu, cu, [0, 5], [0, s_k])
             self.assertEqual(tuple(mask.shape), (5, mlajit.topk_mask_words(s_k)), f"fake mask, s_k {s_k}")
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed (the custom ops need it)")
+class TestOpcheckMeta(unittest.TestCase):
+    """torch.library.opcheck on meta tensors (no GPU): the schema, the fake kernel against the meta kernel,
+    and AOT dispatch with dynamic shapes (SymInt host lists), for the ops that return tensors."""
+
+    def test_opcheck_meta(self):
+        T, Tk, h = 24, 40, 16
+        m = dict(device="meta")
+        q = torch.empty(T, h, 192, dtype=torch.bfloat16, **m)
+        lat = torch.empty(Tk, 576, dtype=torch.bfloat16, **m)
+        w = torch.empty(h * 256, 512, dtype=torch.bfloat16, **m)
+        idx = torch.empty(T, 64, dtype=torch.int32, **m)
+        cq, ck = torch.empty(3, dtype=torch.int32, **m), torch.empty(3, dtype=torch.int32, **m)
+        hq, hk = [0, 10, 24], [0, 20, 40]
+        kn, kp, v = (torch.empty(Tk, h, 128, dtype=torch.bfloat16, **m), torch.empty(Tk, 64, dtype=torch.bfloat16, **m),
+                     torch.empty(Tk, h, 128, dtype=torch.bfloat16, **m))
+        cases = {
+            "mla_prefill": (q[..., :128], q[..., 128:], lat[:, :512], lat[:, 512:], w, idx, cq, ck, hq, hk, 0.1),
+            "topk_mask_build": (idx, cq, ck, hq, hk),
+            "sparse_mqa_prefill": (torch.empty(T, h, 576, dtype=torch.bfloat16, **m), lat, idx, 0.1, cq, ck, hq, hk),
+            "mha_prefill": (q, kn, kp, v, cq, ck, hq, hk, 0.1),
+        }
+        for name, args in cases.items():
+            torch.library.opcheck(getattr(torch.ops.mlajit, name).default, args,
+                                  test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 
 
 class _Attention(torch.nn.Module if HAVE_TORCH else object):
