@@ -1,5 +1,7 @@
 #include "jit/kernel_store.h"
 
+#include <array>
+
 #include "common/error.h"
 #include "common/log.h"
 #include "config/env.h"
@@ -9,7 +11,29 @@
 
 namespace mlajit {
 
-KernelStore::KernelStore(Options opt) : opt_(std::move(opt)), disk_(opt_.cache_root, opt_.cache_mode) {}
+namespace {
+
+std::atomic<uint64_t> g_next_store_id{1};
+
+// The kernels this thread launched last, per store and context: a call launches a handful of kernels (the
+// sparse path: gather, top-k mask, attention), so a few entries catch the repeats of an engine's layers
+// without the shared lock's atomics (contended when several threads, e.g. one per GPU, launch at once) and
+// without hashing. Entries stay valid: a loaded function is never unloaded or replaced, and its shared-
+// memory limit only grows (an entry with a smaller limit than asked misses and takes the slow path).
+struct RecentLaunch {
+    uint64_t store = 0;  // 0: empty
+    CUcontext ctx = nullptr;
+    KernelSpec spec;
+    LoadedKernel kernel;
+};
+constexpr int kRecentLaunches = 4;
+thread_local std::array<RecentLaunch, kRecentLaunches> t_recent{};
+thread_local int t_recent_next = 0;
+
+}  // namespace
+
+KernelStore::KernelStore(Options opt)
+    : id_(g_next_store_id.fetch_add(1, std::memory_order_relaxed)), opt_(std::move(opt)), disk_(opt_.cache_root, opt_.cache_mode) {}
 
 // Modules are not unloaded: the store lives as long as the process, and contexts may already be gone at
 // exit (unloading into a destroyed context is an error).
@@ -151,11 +175,16 @@ std::shared_ptr<const Cubin> KernelStore::produce(const KernelSpec& spec) {
 }
 
 LoadedKernel KernelStore::function(const KernelSpec& spec, CUcontext ctx, int dyn_smem) {
+    for (const RecentLaunch& r : t_recent)
+        if (r.store == id_ && r.ctx == ctx && r.kernel.max_dynamic_smem >= dyn_smem && r.spec == spec) return r.kernel;
     CtxKey key{spec, ctx};
     {
         std::shared_lock<std::shared_mutex> g(fn_m_);
         auto it = functions_.find(key);
-        if (it != functions_.end() && it->second.max_dynamic_smem >= dyn_smem) return it->second;
+        if (it != functions_.end() && it->second.max_dynamic_smem >= dyn_smem) {
+            remember_launch(spec, ctx, it->second);
+            return it->second;
+        }
     }
     StartupTimer timer(StartupStep::kernel_load);  // a first use in this context: not the hot path
     auto cub = cubin(spec);
@@ -184,8 +213,19 @@ LoadedKernel KernelStore::function(const KernelSpec& spec, CUcontext ctx, int dy
         it->second.max_dynamic_smem = dyn_smem;
     }
     LoadedKernel k = it->second;
+    remember_launch(spec, ctx, k);
     k.first_use = loading;
     return k;
+}
+
+void KernelStore::remember_launch(const KernelSpec& spec, CUcontext ctx, const LoadedKernel& k) const {
+    RecentLaunch& r = t_recent[size_t(t_recent_next)];
+    t_recent_next = (t_recent_next + 1) % kRecentLaunches;
+    r.store = id_;
+    r.ctx = ctx;
+    r.spec = spec;
+    r.kernel = k;
+    r.kernel.first_use = false;
 }
 
 }  // namespace mlajit

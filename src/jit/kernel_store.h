@@ -1,7 +1,8 @@
 // Where a kernel comes from: process memory, else the disk cache, else NVRTC (once per key across
 // processes, under the cache's key lock). Then, per CUDA context, the loaded module and function.
-// The hot path (a kernel already loaded in this context) is one hash-map lookup on a small POD key under
-// a shared lock: no string formatting, no hashing of source.
+// The hot path (a kernel already loaded in this context) is a compare against the few kernels this thread
+// launched last (no lock, no hashing); else one hash-map lookup on a small POD key under a shared lock: no
+// string formatting, no hashing of source.
 #pragma once
 #include <cuda.h>
 
@@ -76,8 +77,10 @@ private:
         std::shared_ptr<const Cubin> cubin;
     };
     std::shared_ptr<const Cubin> produce(const KernelSpec& spec);
+    void remember_launch(const KernelSpec& spec, CUcontext ctx, const LoadedKernel& k) const;
     std::optional<std::vector<char>> find_without_nvrtc(const PreparedKernel& k);
 
+    const uint64_t id_;  // unique per store in the process: the threads' recent-launch caches key on it
     Options opt_;
     DiskCache disk_;
     std::mutex slots_m_;

@@ -13,14 +13,19 @@ the timed calls):
       query, the wait for cuBLASLt's background set-up (load, create, warm-up query), NVRTC's load (0 on a
       warm cache), kernel loads, the kernels' first launches, cuBLASLt's heuristic queries and first
       matmul, and the rest;
-  Python: torch.ops.mlajit.mla_prefill (the custom op), mlajit.mla_prefill (the ctypes function), an empty
-      torch custom op for the dispatcher's own share, and the first call of a fresh Python process (torch
-      imported and CUDA initialized before the clock starts: an engine has both).
+  Python, one child process per backend of the custom ops (a process registers torch.ops.mlajit once):
+      torch.ops.mlajit.mla_prefill through the C++ ops (libmlajit_torch.so, when built for this torch) and
+      through the Python-defined ops; mlajit.mla_prefill (the ctypes function) with its parts timed apart
+      (why it costs more than the op); an empty Python custom op of the same schema (torch.library's Python
+      dispatch alone); and the first call of a fresh Python process (torch imported and CUDA initialized
+      before the clock starts: an engine has both).
 Goals (issue 15): C API <= 8 us, custom op <= 15 us, first call <= 30 ms.
 
     python3 tools/bench/host_cost.py [--build build] [--tokens 16] [--heads 128] [--iters 2000] [--out DIR]
+                                     [--no-first-call]
 """
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -36,8 +41,10 @@ def run_c_tool(build, args):
     exe = Path(build) / "mlajit-host-cost"
     if not exe.exists():
         return None, f"{exe} not built (cmake --build {build} --target mlajit-host-cost)"
-    r = subprocess.run([str(exe), "--tokens", str(args.tokens), "--heads", str(args.heads), "--iters", str(args.iters)],
-                       capture_output=True, text=True)
+    cmd = [str(exe), "--tokens", str(args.tokens), "--heads", str(args.heads), "--iters", str(args.iters)]
+    if args.no_first_call:
+        cmd.append("--no-first-call")
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip()
     return r.stdout, None
@@ -100,9 +107,12 @@ def per_call_us(fn, iters, sync):
 
 
 def python_side(args, pkg):
+    """Runs in a child process whose MLAJIT_TORCH_BACKEND picks the ops' backend; returns its rows."""
     sys.path.insert(0, pkg)
     import torch
     import mlajit
+    from mlajit import torch_ops
+    backend = torch_ops.backend()
     T, H = args.tokens, args.heads
     dev = torch.device("cuda")
     q = torch.randn(T, H, 192, device=dev).to(torch.bfloat16)
@@ -115,26 +125,56 @@ def python_side(args, pkg):
     qn, qp, kc, kp = q[..., :128], q[..., 128:], latent[:, :512], latent[:, 512:]
     op = torch.ops.mlajit.mla_prefill
     rows = {}
-    rows["custom op torch.ops.mlajit.mla_prefill"] = per_call_us(
+    rows[f"custom op torch.ops.mlajit.mla_prefill [{backend}]"] = per_call_us(
         lambda: op(qn, qp, kc, kp, w, idx, cu, cu, host, host, 0.0722), args.iters, torch.cuda.synchronize)
-    rows["ctypes function mlajit.mla_prefill"] = per_call_us(
-        lambda: mlajit.mla_prefill(qn, qp, kc, kp, w, idx, host, host, 0.0722), args.iters, torch.cuda.synchronize)
-    # The dispatcher's share: an op with the same schema whose CUDA kernel returns a preallocated tensor.
-    lib = torch.library.Library("mlajit_host_cost", "DEF")
-    schema = str(op.default._schema).replace("mlajit::mla_prefill", "nop")
-    lib.define(schema)
-    fixed = torch.empty(T, H, 128, dtype=torch.bfloat16, device=dev)
-    lib.impl("nop", lambda *a, **k: fixed, "CUDA")
-    nop = torch.ops.mlajit_host_cost.nop
-    rows["empty custom op, same schema (dispatch)"] = per_call_us(
-        lambda: nop(qn, qp, kc, kp, w, idx, cu, cu, host, host, 0.0722), args.iters, lambda: None)
-    rows["torch.empty of the output (allocator)"] = per_call_us(
-        lambda: torch.empty((T, H, 128), dtype=torch.bfloat16, device=dev), args.iters, lambda: None)
     out = op(qn, qp, kc, kp, w, idx, cu, cu, host, host, 0.0722)
     from mlajit import reference as R
     ro, _ = R.mla(qn, qp, kc, kp, w, idx, host, host, 0.0722, torch.arange(T, device=dev))
-    check = R.check_out("host-cost shape out", out, ro)
-    return rows, check
+    check = R.check_out(f"host-cost shape out [{backend} op]", out, ro)
+    if backend == "python":  # the rest once (the python child)
+        fn = lambda: mlajit.mla_prefill(qn, qp, kc, kp, w, idx, host, host, 0.0722)  # noqa: E731
+        rows["ctypes function mlajit.mla_prefill"] = per_call_us(fn, args.iters, torch.cuda.synchronize)
+        rows.update(ctypes_parts(args, torch, dev, qn, host))
+        # The dispatcher's share: an op with the same schema whose CUDA kernel returns a preallocated tensor.
+        lib = torch.library.Library("mlajit_host_cost", "DEF")
+        schema = str(op.default._schema).replace("mlajit::mla_prefill", "nop")
+        lib.define(schema)
+        fixed = torch.empty(T, H, 128, dtype=torch.bfloat16, device=dev)
+        lib.impl("nop", lambda *a, **k: fixed, "CUDA")
+        nop = torch.ops.mlajit_host_cost.nop
+        rows["empty Python custom op, same schema (dispatch)"] = per_call_us(
+            lambda: nop(qn, qp, kc, kp, w, idx, cu, cu, host, host, 0.0722), args.iters, lambda: None)
+    rows[f"torch.empty of the output (allocator) [{backend}]"] = per_call_us(
+        lambda: torch.empty((T, H, 128), dtype=torch.bfloat16, device=dev), args.iters, lambda: None)
+    return {"backend": backend, "reason": torch_ops.backend_reason(), "rows": rows, "check": repr(check)}
+
+
+def ctypes_parts(args, torch, dev, t, host):
+    """What the ctypes function spends its time on, part by part (each as mlajit.mla_prefill does it)."""
+    import ctypes
+    from mlajit import _lib as L, _ops as O
+    bf = (torch.bfloat16,)
+    n = max(args.iters // 4, 200)
+    parts = {
+        "  ctypes part: one tensor descriptor (_desc; x11 per call)": lambda: O._desc(t, "q_nope", bf, dev, 3),
+        "  ctypes part: a new MlaPrefillArgs struct": lambda: L.MlaPrefillArgs(),
+        "  ctypes part: optional_symbol lookup (x2 per call)": lambda: L.optional_symbol("mlajit_mla_prefill"),
+        "  ctypes part: cached cu_seqlens (_seqlens; x2)": lambda: O._seqlens(host, "cu_seqlens_q", dev),
+        "  ctypes part: current stream object (_stream)": lambda: O._stream(dev),
+        "  ctypes part: paths array + cast": lambda: ctypes.cast((ctypes.c_int * 1)(), ctypes.POINTER(ctypes.c_int)),
+    }
+    return {k: per_call_us(f, n, lambda: None) for k, f in parts.items()}
+
+
+def python_child_rows(args, pkg, backend):
+    """python_side in a fresh process with MLAJIT_TORCH_BACKEND=backend: (result dict, None) or (None, error)."""
+    env = dict(os.environ, MLAJIT_TORCH_BACKEND=backend)
+    cmd = [sys.executable, __file__, "--python-child", "--tokens", str(args.tokens), "--heads", str(args.heads),
+           "--iters", str(args.iters)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return None, (r.stderr.strip() or r.stdout.strip())[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1]), None
 
 
 def main():
@@ -144,7 +184,12 @@ def main():
     ap.add_argument("--heads", type=int, default=128)
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--out", default=os.environ.get("OUT"), help="also write host_cost.txt here")
+    ap.add_argument("--no-first-call", action="store_true", help="per-call rows only: no fresh-process first calls")
+    ap.add_argument("--python-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.python_child:  # one backend's Python rows, as one JSON line (python_child_rows)
+        print(json.dumps(python_side(args, str(ROOT / "tools" / "python"))))
+        return
     lines = [f"mlajit host cost: T={args.tokens} new tokens (one request, s_k = s_q: the dense path), "
              f"{args.heads} heads, top-k 2048"]
 
@@ -163,11 +208,17 @@ def main():
     if not gpu:
         lines.append("skipped: needs torch and a GPU")
     else:
-        rows, check = python_side(args, pkg)
-        for k, v in rows.items():
-            lines.append(f"{k:<44} {v:8.2f} us")
-        lines.append(f"correctness of the timed call vs float64: {check!r}")
-        fc, err = first_call_python(args, pkg)
+        for backend in ("cpp", "python"):
+            res, err = python_child_rows(args, pkg, backend)
+            if res is None:
+                first = err.strip().splitlines()[-1] if err.strip() else "no output"
+                lines.append(f"custom op [{backend}]: not measured: {first}")
+                continue
+            for k, v in res["rows"].items():
+                lines.append(f"{k:<58} {v:8.2f} us")
+            lines.append(f"  [{res['backend']}] backend: {res['reason']}")
+            lines.append(f"  correctness of the timed call vs float64: {res['check']}")
+        fc, err = (None, "skipped (--no-first-call)") if args.no_first_call else first_call_python(args, pkg)
         if fc is None:
             lines.append(f"first call (Python): failed: {err}")
         else:

@@ -42,7 +42,7 @@ using mlajit::strided_tensor;
 
 struct Options {
     int tokens = 16, batch = 1, heads = 128, topk = 2048, iters = 2000;
-    bool cpu_only = false, first_call = false, split = false;
+    bool cpu_only = false, first_call = false, split = false, no_first_call = false;
     std::string self;
 };
 
@@ -300,6 +300,20 @@ void api_split(const Options& o, mlajit_handle handle, const Call& c) {
         (void)encode_mha_sm90_maps(encode, plan.params, T, T, p90);
         print("split.launch (lookup + cuLaunchKernel)",
               median_ns(o.iters, [&] { h.launch(plan.spec, plan.grid, plan.threads, plan.smem, &p90, nullptr); }, sync), o);
+        // The launch's own parts: the context scope, the kernel lookup, and the driver's cuLaunchKernel alone
+        // (the same function, grid and parameter block), to say what the library adds to the driver.
+        print("split.  context scope (cuCtxGetCurrent)", median_ns(o.iters, [&] { ScopedContext sc(h.context()); }), o);
+        auto& store = KernelStore::global();
+        print("split.  kernel lookup (KernelStore::function)",
+              median_ns(o.iters, [&] { (void)store.function(plan.spec, h.context(), plan.smem); }), o);
+        const LoadedKernel lk = store.function(plan.spec, h.context(), plan.smem);
+        void* kargs[] = {&p90};
+        print("split.  cuLaunchKernel alone", median_ns(o.iters, [&] {
+                  MLAJIT_CU(cuLaunchKernel(lk.fn, plan.grid.x, plan.grid.y, plan.grid.z, (unsigned)plan.threads, 1, 1,
+                                           (unsigned)plan.smem, nullptr, kargs, nullptr), "launch");
+              }, sync), o);
+        std::printf("split.  (parameter block %zu bytes, grid %u x %u x %u, %d threads, %d B shared memory)\n", sizeof p90,
+                    plan.grid.x, plan.grid.y, plan.grid.z, plan.threads, plan.smem);
     } else {
         print("split.launch (lookup + cuLaunchKernel)",
               median_ns(o.iters, [&] { launch_plan(h, plan, nullptr); }, sync), o);
@@ -404,7 +418,8 @@ int main(int argc, char** argv) try {
         else if (a == "--cpu-only") o.cpu_only = true;
         else if (a == "--first-call") o.first_call = true;
         else if (a == "--split") o.split = true;
-        else throw std::runtime_error("unknown flag " + a + " (--tokens --batch --heads --topk --iters --cpu-only; --first-call [--split] is internal)");
+        else if (a == "--no-first-call") o.no_first_call = true;
+        else throw std::runtime_error("unknown flag " + a + " (--tokens --batch --heads --topk --iters --cpu-only --no-first-call; --first-call [--split] is internal)");
     }
     if (o.batch < 1 || o.tokens < o.batch || o.tokens % o.batch) throw std::runtime_error("--tokens must be a multiple of --batch");
     if (o.first_call) return first_call(o);
@@ -417,6 +432,7 @@ int main(int argc, char** argv) try {
         return 0;
     }
     gpu_calls(o);
+    if (o.no_first_call) return 0;  // --no-first-call: the per-call rows only (no fresh processes, no cold compile)
     // Fresh processes on one fresh cache: the first compiles and writes it, the next ones are measured.
     char dir[] = "/tmp/mlajit-host-cost.XXXXXX";
     if (!mkdtemp(dir)) throw std::runtime_error("mkdtemp failed");

@@ -7,8 +7,9 @@ torch.cuda.current_stream(); one mlajit handle per CUDA device is created on fir
 context. Library errors raise MlajitError.
 
 With PyTorch installed, importing the package also registers the custom ops torch.ops.mlajit.*
-(mla_prefill, sparse_mqa_prefill, mha_prefill, topk_mask_build; see mlajit.torch_ops), which
-torch.compile traces and CUDA graphs capture.
+(mla_prefill, sparse_mqa_prefill, mha_prefill, topk_mask_build, quantize_latent_cache; see
+mlajit.torch_ops), which torch.compile traces and CUDA graphs capture: the C++ ops of libmlajit_torch.so
+when it was built for this torch, else the Python-defined ones (torch_ops_backend() says which).
 """
 import importlib.util as _importlib_util
 
@@ -25,3 +26,16 @@ __all__ = ["MlajitError", "PrefillPlan", "PATHS", "arch", "candidate_paths", "ha
 if _importlib_util.find_spec("torch") is not None:
     from . import torch_ops  # noqa: F401  (registers torch.ops.mlajit.*)
     __all__.append("torch_ops")
+
+
+def torch_ops_backend():
+    """Which implementation serves torch.ops.mlajit.*: 'cpp' (libmlajit_torch.so, no Python on the call path),
+    'python' (torch.library ops defined in Python) or 'none' (torch is not installed). The reason:
+    mlajit.torch_ops.backend_reason()."""
+    if _importlib_util.find_spec("torch") is None:
+        return "none"
+    from . import torch_ops as _t
+    return _t.backend()
+
+
+__all__.append("torch_ops_backend")

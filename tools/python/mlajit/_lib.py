@@ -245,8 +245,21 @@ def library_path():
     return _lib_path
 
 
+_symbols = {}  # name -> declared function or None: the per-call functions ask for theirs on every call
+
+
 def optional_symbol(name):
-    """A C function of the library, or None when this build lacks it (declared lazily)."""
+    """A C function of the library, or None when this build lacks it (declared once, on first use)."""
+    try:
+        return _symbols[name]
+    except KeyError:
+        pass
+    f = _declare_optional(name)
+    _symbols[name] = f
+    return f
+
+
+def _declare_optional(name):
     L = lib()
     try:
         f = getattr(L, name)

@@ -47,6 +47,9 @@ _seqlen_cache = collections.OrderedDict()  # (device index, tuple) -> int32 CUDA
 _SEQLEN_CACHE_MAX = 64
 
 
+_handle_provider = None  # set by torch_ops when the C++ ops are loaded: their handle of a device (int -> address)
+
+
 def _handle(device):
     """The mlajit handle of a CUDA device, created on first use under that device's (PyTorch's) context."""
     idx = device.index
@@ -58,6 +61,12 @@ def _handle(device):
         h = _handles.get(idx)
         if h is not None:
             return h
+        if _handle_provider is not None:  # the C++ torch ops' handle (same primary context): share it
+            torch.empty(1, device=device)  # PyTorch's context of the device exists
+            address = _handle_provider(idx)
+            if address:  # else: create one here, which raises the library's own error if that fails too
+                h = _handles[idx] = ctypes.c_void_p(address)
+                return h
         with torch.cuda.device(idx):
             # Make PyTorch's primary context current on this thread: mlajit_create(-1) binds the current one.
             torch.empty(1, device=device)

@@ -1,16 +1,20 @@
 """Tests of the PyTorch custom ops (torch.ops.mlajit.*; python3 -m unittest discover tools/python/tests).
 
 - CPU (needs torch, no GPU, no library): the fake implementations' shapes and dtypes for every op under
-  FakeTensorMode; torch.compile(fullgraph=True) over a module calling torch.ops.mlajit.mla_prefill traces
+  FakeTensorMode; opcheck on meta tensors (schema, fake, AOT dispatch with dynamic shapes); torch.compile(fullgraph=True) over a module calling torch.ops.mlajit.mla_prefill traces
   it in one graph, with host cu_seqlens becoming symbolic instead of recompiling per batch layout; the fake
   mask width equals the library's mlajit_topk_mask_words (when libmlajit.so loads).
 - GPU (needs torch, a GPU and the library): mla_prefill through the op against the float64 reference
   (fresh random inputs, outputs poisoned first by the caching allocator's reuse); torch.compile (inductor,
   fullgraph) output = eager output; CUDA graph replay on new inputs = eager on the same inputs; the
   other three ops = the binding's functions (same kernels: bitwise).
+Both backends of the ops (mlajit.torch_ops_backend(): the C++ library libmlajit_torch.so, or the ops
+defined in Python) run the same tests; a process registers one, so run this file once per backend:
+MLAJIT_TORCH_BACKEND=cpp / python (tools/bench/host_cost_on_gpu.sh does); set, it is also asserted.
 Skipped, saying why, without torch (the CI machine: PyPI's torch is ~0.5 GB plus ~3 GB of CUDA wheels).
 """
 import math
+import os
 import sys
 import unittest
 from pathlib import Path
@@ -40,6 +44,24 @@ def _lib_loads():
 
 LIB_OK = _lib_loads()
 GPU_OK = HAVE_TORCH and LIB_OK and torch.cuda.is_available()
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed (the custom ops need it)")
+class TestBackend(unittest.TestCase):
+    """Which backend registered the ops, and that its schemas are the shared ones."""
+
+    def test_backend_and_schemas(self):
+        from mlajit import torch_ops
+        from mlajit._torch_schemas import NAMESPACE, SCHEMAS
+        backend = mlajit.torch_ops_backend()
+        self.assertIn(backend, ("cpp", "python"), torch_ops.backend_reason())
+        wanted = os.environ.get("MLAJIT_TORCH_BACKEND", "auto")
+        if wanted in ("cpp", "python"):
+            self.assertEqual(backend, wanted, torch_ops.backend_reason())
+        print(f"\n  torch ops backend: {backend} ({torch_ops.backend_reason()})", file=sys.stderr)
+        for name, schema in SCHEMAS.items():
+            loaded = getattr(torch.ops.mlajit, name).default._schema
+            self.assertEqual(str(loaded), str(torch._C.parse_schema(f"{NAMESPACE}::{schema}")), name)
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch is not installed (the custom ops need it)")
@@ -81,6 +103,38 @@ class TestFake(unittest.TestCase):
         from mlajit.torch_ops import _mask_words
         for s_k in (0, 1, 31, 32, 33, 1000, 65536):
             self.assertEqual(_mask_words([0, s_k]), mlajit.topk_mask_words(s_k), f"s_k {s_k}")
+            with self.mode:  # the active backend's fake kernel (C++ Meta kernel or Python fake)
+                idx = torch.empty(5, 64, dtype=torch.int32, device="cuda")
+                cu = torch.empty(2, dtype=torch.int32, device="cuda")
+                mask = torch.ops.mlajit.topk_mask_build(idx, cu, cu, [0, 5], [0, s_k])
+            self.assertEqual(tuple(mask.shape), (5, mlajit.topk_mask_words(s_k)), f"fake mask, s_k {s_k}")
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed (the custom ops need it)")
+class TestOpcheckMeta(unittest.TestCase):
+    """torch.library.opcheck on meta tensors (no GPU): the schema, the fake kernel against the meta kernel,
+    and AOT dispatch with dynamic shapes (SymInt host lists), for the ops that return tensors."""
+
+    def test_opcheck_meta(self):
+        T, Tk, h = 24, 40, 16
+        m = dict(device="meta")
+        q = torch.empty(T, h, 192, dtype=torch.bfloat16, **m)
+        lat = torch.empty(Tk, 576, dtype=torch.bfloat16, **m)
+        w = torch.empty(h * 256, 512, dtype=torch.bfloat16, **m)
+        idx = torch.empty(T, 64, dtype=torch.int32, **m)
+        cq, ck = torch.empty(3, dtype=torch.int32, **m), torch.empty(3, dtype=torch.int32, **m)
+        hq, hk = [0, 10, 24], [0, 20, 40]
+        kn, kp, v = (torch.empty(Tk, h, 128, dtype=torch.bfloat16, **m), torch.empty(Tk, 64, dtype=torch.bfloat16, **m),
+                     torch.empty(Tk, h, 128, dtype=torch.bfloat16, **m))
+        cases = {
+            "mla_prefill": (q[..., :128], q[..., 128:], lat[:, :512], lat[:, 512:], w, idx, cq, ck, hq, hk, 0.1),
+            "topk_mask_build": (idx, cq, ck, hq, hk),
+            "sparse_mqa_prefill": (torch.empty(T, h, 576, dtype=torch.bfloat16, **m), lat, idx, 0.1, cq, ck, hq, hk),
+            "mha_prefill": (q, kn, kp, v, cq, ck, hq, hk, 0.1),
+        }
+        for name, args in cases.items():
+            torch.library.opcheck(getattr(torch.ops.mlajit, name).default, args,
+                                  test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 
 
 class _Attention(torch.nn.Module if HAVE_TORCH else object):
@@ -238,6 +292,21 @@ class TestGpu(unittest.TestCase):
         o, lse = torch.ops.mlajit.sparse_mqa_prefill(qm, kv, idx, 0.1, cq, ck, cu_q, cu_k)
         o2, lse2 = mlajit.sparse_mqa_prefill(qm, kv, idx, 0.1, cu_seqlens_q=cu_q, cu_seqlens_kv=cu_k)
         self.assertTrue(torch.equal(o, o2) and torch.equal(lse, lse2))
+
+    def test_growing_shapes_and_errors(self):
+        """A larger call after a smaller one (the workspace grows), checked; then an argument error after a
+        good call raises the library's own message (not the workspace query's)."""
+        small = self.batch(s_q=(16,), s_k=(16,), topk=64)
+        self.check_against_reference(small, self.op(small), "small call")
+        big = self.batch(s_q=(700, 300), s_k=(900, 1400), topk=256)
+        self.check_against_reference(big, self.op(big), "larger call after a small one")
+        bad = dict(big, scale=-1.0)
+        with self.assertRaisesRegex(RuntimeError, "sm_scale"):
+            self.op(bad)
+        with self.assertRaisesRegex((RuntimeError, ValueError), "CUDA"):  # C++: RuntimeError; Python: ValueError
+            q, kv = big["q"].cpu(), big["latent"]
+            torch.ops.mlajit.mla_prefill(q[..., :128], q[..., 128:], kv[:, :512], kv[:, 512:], big["w"], big["idx"],
+                                         big["cu_q"], big["cu_k"], big["cu_q_host"], big["cu_k_host"], 0.1)
 
     def test_opcheck(self):
         b = self.batch(s_q=(64,), s_k=(128,), topk=64)
