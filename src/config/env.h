@@ -17,6 +17,9 @@ enum class PathChoice { auto_, dense_mha, masked_mha, sparse_mqa };
 // Which kernel tier runs: auto = the Hopper tier (wgmma/TMA) on sm_90a, the portable tier (mma.sync)
 // elsewhere; portable forces the portable tier everywhere (how both tiers stay tested on one H200).
 enum class TierChoice { auto_, portable };
+// Which GEMM serves the one-call prefill's projections: auto = mlajit's own (NVRTC-compiled) kernel on the
+// Hopper tier, cuBLASLt elsewhere; cublaslt = cuBLASLt everywhere.
+enum class GemmChoice { auto_, cublaslt };
 
 struct TileOverride {
     int a = 0, b = 0;  // MHA: BLOCK_M x BLOCK_N; MQA: BLOCK_H x BLOCK_N
@@ -38,6 +41,7 @@ struct Config {
     TileOverride mqa_tile;                            // MLAJIT_MQA_TILE
     PathChoice path = PathChoice::auto_;              // MLAJIT_PATH
     TierChoice tier = TierChoice::auto_;              // MLAJIT_TIER
+    GemmChoice gemm = GemmChoice::auto_;              // MLAJIT_GEMM
     std::optional<long> masked_mha_max_seq;           // MLAJIT_MASKED_MHA_MAX_SEQ
     std::optional<std::filesystem::path> plan_table;  // MLAJIT_PLAN_TABLE
     int lock_timeout_ms = 120000;                     // MLAJIT_LOCK_TIMEOUT_MS

@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "config/env.h"
 #include "mlajit_abi.h"
+#include "ops/gemm_sm90_maps.h"
 
 namespace mlajit {
 
@@ -156,6 +157,29 @@ KernelSpec quantize_cache_spec(const Arch& arch) {
     s.p = {8};  // 8 warps, one token each: a memory-bound writer, any count that fills the SMs will do
     return s;
 }
+
+KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nmajor, int k_tiles) {
+    KernelSpec s;
+    s.family = Family::gemm_sm90;
+    s.arch = arch;
+    s.p = {block_m, block_n, gemm_sm90_stages(block_m, block_n), b_nmajor ? 1 : 0, k_tiles};
+    return s;
+}
+
+bool use_jit_gemm(const Arch& arch) { return use_hopper_tier(arch) && config().gemm != GemmChoice::cublaslt; }
+
+std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch) {
+    std::vector<KernelSpec> out;
+    for (int bm : {128, 64})
+        for (int bn : {256, 128}) {
+            out.push_back(gemm_sm90_spec(arch, bm, bn, false, gemm_sm90_k_tiles(kDimLatent)));  // up- and output projection
+            out.push_back(gemm_sm90_spec(arch, bm, bn, true, gemm_sm90_k_tiles(kDimNope)));     // query absorption
+        }
+    return out;
+}
+
+int gemm_smem_bytes(const KernelSpec& s) { return mj_gemm90_smem_bytes(s.p[0], s.p[1], s.p[2]); }
+int gemm_threads(const KernelSpec&) { return mj_gemm90_threads(); }
 
 // The Hopper tier's kernel (kernels_src/mha/sm90.cuh), when masked, stages the mask words of each key stage
 // in shared memory: 128 rows x 4 words x 2 stages on top of the dense layout (the kernel asserts 4096).

@@ -44,6 +44,8 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
         add(quantize_cache_spec(arch));
         add(mha_spec_for(arch, false));  // the Hopper tier's kernels on sm_90a, the portable tier's elsewhere
         add(mha_spec_for(arch, true));
+        if (use_jit_gemm(arch))  // the projections' own GEMM (the Hopper tier; cuBLASLt elsewhere)
+            for (const KernelSpec& g : prefill_gemm_specs(arch)) add(g);
         for (int tp : tp_degrees) {
             if (tp < 1 || m.heads % tp != 0) fail_arg("TP degree {} does not divide the model's {} heads", tp, m.heads);
             add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp)));

@@ -8,6 +8,7 @@
 #include "cuda/driver_api.h"
 #include "cuda/cublaslt_api.h"
 #include "ops/gemm.h"
+#include "ops/gemm_cublaslt.h"
 #include "runtime/startup_times.h"
 
 namespace mlajit {
@@ -43,48 +44,57 @@ Handle::Handle(int device) {
         fail(MLAJIT_ERROR_UNSUPPORTED, "this GPU has compute capability {}.{}: mlajit needs 8.0 or newer (bf16 tensor cores)", major, minor);
     arch_name_ = arch_.name();
     log().debug("handle on device {} (cc {}.{}, {} SMs), kernels for {}", (int)dev_, major, minor, sm_count_, arch_name_);
+    gemm_ = std::make_unique<GemmRunner>(*this);
     // Last, so that nothing above can throw with the thread running (the destructor would not run to join it).
-    gemm_ready_ = std::async(std::launch::async, [this] {
-                      {
-                          StartupTimer t(StartupStep::cublaslt_load);
-                          (void)cublaslt_available();
-                      }
-                      if (!cublaslt_available()) (void)cublaslt();  // throws the missing-library error
-                      ScopedContext scope(ctx_);
-                      {
-                          StartupTimer t(StartupStep::cublaslt_create);
-                          gemm_ = std::make_unique<GemmRunner>();
-                      }
-                      // cuBLASLt's one-time set-up on its first heuristic query, here rather than in a call.
-                      try {
-                          gemm_->warm_up();
-                      } catch (const std::exception& e) {  // a call's own query reports a real problem
-                          log().debug("cuBLASLt warm-up: {}", e.what());
-                      }
-                  }).share();
+    // On the Hopper tier the projections run mlajit's own GEMM: cuBLASLt is not loaded unless a product needs it.
+    if (!gemm_->jit()) start_cublaslt();
+}
+
+void Handle::start_cublaslt() {
+    std::call_once(lt_started_, [this] {
+        lt_ready_ = std::async(std::launch::async, [this] {
+                        {
+                            StartupTimer t(StartupStep::cublaslt_load);
+                            (void)cublaslt_available();
+                        }
+                        if (!cublaslt_available()) (void)cublaslt();  // throws the missing-library error
+                        ScopedContext scope(ctx_);
+                        {
+                            StartupTimer t(StartupStep::cublaslt_create);
+                            lt_ = std::make_unique<CublasLtGemm>();
+                        }
+                        // cuBLASLt's one-time set-up on its first heuristic query, here rather than in a call.
+                        try {
+                            lt_->warm_up();
+                        } catch (const std::exception& e) {  // a call's own query reports a real problem
+                            log().debug("cuBLASLt warm-up: {}", e.what());
+                        }
+                    }).share();
+    });
 }
 
 Handle::~Handle() {
-    if (gemm_ready_.valid()) gemm_ready_.wait();  // the background set-up uses this handle's context
-    if (gemm_) {
+    if (lt_ready_.valid()) lt_ready_.wait();  // the background set-up uses this handle's context
+    if (lt_) {
         try {
             ScopedContext scope(ctx_);
-            gemm_.reset();
+            lt_.reset();
         } catch (...) {  // a destructor must not throw; the context is going away with the process or the handle
         }
     }
     if (primary_) driver().cuDevicePrimaryCtxRelease(dev_);
 }
 
-GemmRunner& Handle::gemm() {
-    if (GemmRunner* g = gemm_checked_.load(std::memory_order_acquire)) return *g;  // every call after the first
-    if (gemm_ready_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+CublasLtGemm& Handle::cublaslt_gemm() {
+    if (CublasLtGemm* g = lt_checked_.load(std::memory_order_acquire)) return *g;  // every call after the first
+    start_cublaslt();  // no-op where the constructor started it
+    if (lt_ready_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
         StartupTimer t(StartupStep::cublaslt_wait);
-        gemm_ready_.wait();
+        lt_ready_.wait();
     }
-    gemm_ready_.get();  // rethrows the set-up's error (e.g. cuBLASLt missing) at every use
-    gemm_checked_.store(gemm_.get(), std::memory_order_release);
-    return *gemm_;
+    lt_ready_.get();  // rethrows the set-up's error (e.g. cuBLASLt missing) at every use
+    lt_checked_.store(lt_.get(), std::memory_order_release);
+    return *lt_;
 }
 
 ScopedContext::ScopedContext(CUcontext ctx) {

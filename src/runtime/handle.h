@@ -6,6 +6,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
 
 #include "jit/kernel_spec.h"
 #include "jit/kernel_store.h"
@@ -15,6 +16,7 @@ struct mlajit_handle_s;  // the C API's handle (include/mlajit/mlajit.h)
 namespace mlajit {
 
 class GemmRunner;
+class CublasLtGemm;
 
 struct Dim3 {
     unsigned x = 1, y = 1, z = 1;
@@ -35,11 +37,17 @@ public:
     CUcontext context() const { return ctx_; }
     const std::string& gpu_name() const { return gpu_name_; }  // as the driver reports it: "NVIDIA H200"
 
-    // cuBLASLt for the one-call prefill's projections. Loading it (a 540 MB library) and cublasLtCreate
-    // take tens of milliseconds, so the constructor starts them on a background thread and the first use
-    // joins it: a first call overlaps them with its own work. A machine without cuBLASLt still runs the
-    // attention ops; the projections' first use throws Error(UNSUPPORTED), the same message every time.
-    GemmRunner& gemm();
+    // The one-call prefill's projections (ops/gemm.h): mlajit's own GEMM kernel on the Hopper tier, cuBLASLt
+    // elsewhere or for what that kernel cannot read.
+    GemmRunner& gemm() { return *gemm_; }
+    // cuBLASLt for those products. Loading it (a 540 MB library) and cublasLtCreate take tens of milliseconds
+    // (plus ~100 for its first heuristic query), so where the projections need it (gemm().jit() false) the
+    // constructor starts them on a background thread and the first use joins it; on the Hopper tier nothing
+    // is loaded until a product needs it (then the caller waits for the set-up). A machine without cuBLASLt
+    // still runs the attention ops; cuBLASLt's first use throws Error(UNSUPPORTED), the same message every time.
+    CublasLtGemm& cublaslt_gemm();
+    // cuBLASLt's runner if its set-up has finished successfully, else null (never waits, never starts it).
+    CublasLtGemm* cublaslt_gemm_if_ready() { return lt_checked_.load(std::memory_order_acquire); }
 
     // Launches spec's kernel with one by-value parameter struct. Makes the handle's context current for
     // the call if it is not, and restores the caller's afterwards.
@@ -55,9 +63,12 @@ private:
     int sm_count_ = 0;
     int max_smem_optin_ = 0;
     std::string gpu_name_;
-    std::unique_ptr<GemmRunner> gemm_;    // written by the background thread, read after gemm_ready_
-    std::shared_future<void> gemm_ready_;  // that thread's end; holds its exception if it failed
-    std::atomic<GemmRunner*> gemm_checked_{nullptr};  // gemm_ once that thread succeeded (the hot path's test)
+    void start_cublaslt();  // starts cuBLASLt's set-up thread (once)
+    std::unique_ptr<GemmRunner> gemm_;
+    std::unique_ptr<CublasLtGemm> lt_;  // written by the set-up thread, read after lt_ready_
+    std::once_flag lt_started_;
+    std::shared_future<void> lt_ready_;  // that thread's end; holds its exception if it failed
+    std::atomic<CublasLtGemm*> lt_checked_{nullptr};  // lt_ once that thread succeeded (the hot path's test)
 };
 
 // The Handle behind a C API handle (tools and tests measure its parts; throws on NULL).

@@ -10,7 +10,9 @@ namespace mlajit {
 enum class StartupStep {
     driver_load,      // dlopen libcuda + symbols + cuInit
     nvrtc_load,       // dlopen libnvrtc + symbols (0 when every kernel came from the warm disk cache)
-    cublaslt_load,    // dlopen libcublasLt + symbols (in the background thread a handle starts)
+    cublaslt_load,    // dlopen libcublasLt + symbols (on cuBLASLt's set-up thread: started by mlajit_create where
+                      // cuBLASLt runs the projections, else by the first product that needs it; never on the
+                      // Hopper tier's own GEMM)
     cublaslt_create,  // cublasLtCreate (same thread)
     cublaslt_wait,    // how long a call waited for that thread (the part of the two above on the call's path)
     kernel_load,      // a kernel's first use in a context: disk cache read (or compile) + cuModuleLoadData

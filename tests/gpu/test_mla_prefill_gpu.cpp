@@ -242,5 +242,7 @@ TEST_CASE("gpu: mla_prefill is right at every token count of a GEMM class (the c
     MESSAGE("gemm: " << after.heuristic_queries - before.heuristic_queries << " heuristic queries, "
                      << after.class_reuses - before.class_reuses << " class reuses, "
                      << after.checks_refused - before.checks_refused << " checks refused");
-    CHECK(after.class_reuses > before.class_reuses);
+    // On the Hopper tier the projections run mlajit's own GEMM kernel (ops/gemm.h): no cuBLASLt algorithm at all.
+    if (gemm.jit()) CHECK(after.heuristic_queries == before.heuristic_queries);
+    else CHECK(after.class_reuses > before.class_reuses);
 }
