@@ -40,7 +40,7 @@ wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?
 rs=(); for p in "${sp[@]}"; do wait "$p"; rs+=($?); done
 wait $ps; rsoak=$?
 echo "suite, sanitizers, soak done $(since)"
-MLAJIT_CACHE_DIR=/tmp/c1 MLAJIT_SKIP_BUILD=1 MLAJIT_BUILD_DIR=build-gpu OUT="$logs/eco" timeout 150 bash tools/bench/host_cost_on_gpu.sh >"$logs/eco.log" 2>&1
+MLAJIT_CACHE_DIR=/tmp/c1 MLAJIT_SKIP_BUILD=1 MLAJIT_BUILD_DIR=build-gpu OUT="$logs/eco" timeout 240 bash tools/bench/host_cost_on_gpu.sh >"$logs/eco.log" 2>&1
 reco=$?; echo "eco rc=$reco $(since)"
 export MLAJIT_CACHE_DIR=/tmp/c1
 for a in "--heads 16,32 --batch 64 --s-q 64 --s-k 3064" "--heads 16 --batch 1 --s-q 4096 --s-k 7096"; do
