@@ -516,7 +516,12 @@ std::vector<SoakPair> recurring_pool(R::Rng& rng, int size) {
 }
 
 // Every op on every head count the soak draws, each path of the one call, paged and not: after this every
-// kernel the soak can use is loaded (the kernels depend on the head count and the path, not the lengths).
+// kernel the soak can use is loaded. The attention kernels depend on the head count and the path, not the
+// lengths; the one call's GEMMs on the Hopper tier also on the lengths: 64- or 128-row tiles by M (tokens or
+// keys), 128- or 256-column tiles by how many tiles M and N make (kernels_src/gemm/sm90.cuh,
+// gemm_sm90_tile). So the one call also runs each head count at M <= 64 (20 tokens over 40 keys), at M just
+// over 64 with few tiles (100 over 100) and at many tiles (700 over 1,400): with 16..128 heads those reach
+// every tile of every product the soak's shapes can pick (missed once, 2026-12-04: a GEMM loaded after warm-up).
 void coverage_calls(Gpu* G, R::Rng& rng, Counts& n, const std::function<void()>& after_each) {
     for (int64_t h : {16, 20, 32, 64, 128}) {
         const Shape s = shape(h, 128, {{40, 100}, {20, 20}});  // s_k <= topk: dense MHA is exact too
@@ -527,6 +532,8 @@ void coverage_calls(Gpu* G, R::Rng& rng, Counts& n, const std::function<void()>&
             mla_call(G, rng, s, force, n), after_each();
         for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)})
             mla_call(G, rng, s, force, n, /*paged=*/true), after_each();
+        for (const Shape& g : {shape(h, 128, {{20, 40}}), shape(h, 128, {{100, 100}}), shape(h, 128, {{700, 1400}})})
+            for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)}) mla_call(G, rng, g, force, n), after_each();
     }
 }
 

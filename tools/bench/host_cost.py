@@ -114,7 +114,7 @@ def python_side(args, pkg):
     from mlajit import torch_ops
     backend = torch_ops.backend()
     T, H = args.tokens, args.heads
-    dev = torch.device("cuda")
+    dev = torch.device("cuda", torch.cuda.current_device())  # indexed, as a tensor's .device is (_ops' internals take it)
     q = torch.randn(T, H, 192, device=dev).to(torch.bfloat16)
     latent = torch.randn(T, 576, device=dev).to(torch.bfloat16)
     w = (torch.randn(H * 256, 512, device=dev) / 23).to(torch.bfloat16)
