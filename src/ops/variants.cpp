@@ -55,4 +55,20 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
     return out;
 }
 
+double compile_cost_hint(const KernelSpec& s) {
+    // Medians of mlajit-nvrtc-time on a quiet machine (seconds, 2026-12-04, docs/PERF.md); the portable
+    // families on other archs are assumed to cost what they cost on sm_90a (mha_fwd: not measured).
+    switch (s.family) {
+        case Family::sparse_mqa_fwd_sm90: return s.p[5] ? 1.20 : 1.19;  // KV_FP8
+        case Family::mha_fwd_sm90: return s.p[3] ? 0.75 : 0.61;         // MASKED
+        case Family::sparse_mqa_fwd: return s.p[6] ? 0.72 : 0.62;       // KV_FP8
+        case Family::mha_fwd: return 0.6;
+        case Family::gemm_sm90: return s.p[0] == 128 && s.p[1] == 256 ? 0.3 : 0.15;
+        case Family::topk_mask: return 0.2;
+        case Family::quantize_cache: return 0.1;
+        case Family::paged_gather: return 0.06;
+    }
+    return 0.5;
+}
+
 }  // namespace mlajit

@@ -27,4 +27,9 @@ void check_model_supported(const ModelConfig& m);
 // Unique specs for the model at each TP degree (local heads = heads / tp) and arch.
 std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<int>& tp_degrees, const std::vector<Arch>& archs);
 
+// A cold NVRTC compile's rough CPU seconds for `s` (NVRTC 13.0, sm_90a, the 2-core dev machine; docs/PERF.md,
+// "Cold NVRTC compile"), only for ordering: warmup starts the longest compiles first, so that its jobs do
+// not end on one long kernel while the others wait.
+double compile_cost_hint(const KernelSpec& s);
+
 }  // namespace mlajit

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Kernel development aid: compile one kernels_src template with NVRTC (exactly as the runtime does: no
-toolkit headers, kernel files as in-memory headers) and print the log and ptxas resource usage.
+"""Kernel development aid: compile one kernels_src template with NVRTC (as the runtime does: no toolkit
+headers, kernel files as in-memory headers) and print the log and ptxas resource usage. One difference:
+--use_fast_math, as the nvcc kernel harnesses build, which the runtime does NOT pass (src/jit/compiler.cpp):
+the attention kernels' SASS differs (FTZ forms, the epilogue's IEEE reciprocal). The runtime's exact
+compile, timed: mlajit-nvrtc-time (tools/dev/nvrtc_time); its SASS: tools/dev/sass_snapshot.sh OUT BUILD_DIR.
 
   tools/dev/nvrtc_check.py mha/sm80.cuh --arch sm_90a -D MJ_BLOCK_M=128 -D MJ_BLOCK_N=64 ...
 

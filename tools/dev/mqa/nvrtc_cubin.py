@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compile kernels_src/sparse_mqa/sm80.cuh with NVRTC exactly as tools/dev/nvrtc_check.py does and write the
-cubin, for reading its SASS (cuobjdump -sass). Usage: nvrtc_cubin.py OUT.cubin --arch sm_90a -D NAME=V ..."""
+cubin, for reading its SASS (cuobjdump -sass). Usage: nvrtc_cubin.py OUT.cubin --arch sm_90a -D NAME=V ...
+With --use_fast_math like the harnesses, unlike the runtime (see tools/dev/nvrtc_check.py)."""
 import argparse, ctypes, glob, os, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
