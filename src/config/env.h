@@ -19,7 +19,9 @@ enum class PathChoice { auto_, dense_mha, masked_mha, sparse_mqa };
 enum class TierChoice { auto_, portable };
 // Which GEMM serves the one-call prefill's projections: auto = mlajit's own (NVRTC-compiled) kernel on the
 // Hopper tier, cuBLASLt elsewhere; cublaslt = cuBLASLt everywhere.
-enum class GemmChoice { auto_, cublaslt };
+// unfused: auto, except that a paged bf16 cache's K/V up-projection reads a separately gathered copy of
+// the rows (the paged_gather kernel) instead of gathering inside the GEMM: the comparison point (issue 15).
+enum class GemmChoice { auto_, cublaslt, unfused };
 
 struct TileOverride {
     int a = 0, b = 0;  // MHA: BLOCK_M x BLOCK_N; MQA: BLOCK_H x BLOCK_N

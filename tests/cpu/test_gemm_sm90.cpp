@@ -32,7 +32,10 @@ GemmDesc up_projection(int64_t m, int heads) {
 TEST_CASE("gemm sm90: every projection variant compiles for sm_90a without spills, within one block's shared memory") {
     REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
     const auto specs = prefill_gemm_specs(Arch::parse("sm_90a"));
-    CHECK(specs.size() == 8);
+    // Per tile (4): the up/output projection, the query absorption, and the up-projection reading the pages
+    // of a paged bf16 cache (A_PAGED = 1: K 512, B K-major).
+    CHECK(specs.size() == 12);
+    CHECK(std::count_if(specs.begin(), specs.end(), [](const KernelSpec& s) { return s.p[5] == 1 && s.p[4] == 8 && s.p[3] == 0; }) == 4);
     for (const KernelSpec& s : specs) {
         CAPTURE(spec_name(s));
         CHECK(gemm_smem_bytes(s) <= 232448);  // sm_90's opt-in limit per block
@@ -90,6 +93,6 @@ TEST_CASE("gemm sm90: warmup's variants hold the projections' GEMM kernels on sm
     auto count = [](const std::vector<KernelSpec>& v) {
         return std::count_if(v.begin(), v.end(), [](const KernelSpec& s) { return s.family == Family::gemm_sm90; });
     };
-    CHECK(count(model_variants(m, {1, 8}, {Arch::parse("sm_90a")})) == 8);
+    CHECK(count(model_variants(m, {1, 8}, {Arch::parse("sm_90a")})) == 12);  // 4 of them the paged-A up-projection
     CHECK(count(model_variants(m, {1, 8}, {Arch::parse("sm_80")})) == 0);
 }

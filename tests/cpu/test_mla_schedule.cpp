@@ -300,8 +300,31 @@ TEST_CASE("mla_prefill: the paged latent cache (kv_cache + block_table) is check
         const MlaStepLayout l = step_layout(s, st);
         if (st.path == Path::sparse_mqa) CHECK((l.kv_pack > 0) == st.chunk);  // pages read in place, gathered for chunks
         else CHECK(l.kv_gather > 0);
+        CHECK(l.kpe == 0);
         CHECK(l.end <= sch.workspace_bytes);
     }
+    // The Hopper GEMM gathering inside the up-projection (paged_fused): MHA steps keep only their keys' k_pe
+    // rows [tk, 64] instead of the full rows [tk, 576]; sparse MQA steps are unchanged; the call needs less.
+    CHECK(mla_paged_fused(s, Arch::parse("sm_90a")) == use_fused_paged_gemm(Arch::parse("sm_90a")));
+    CHECK_FALSE(mla_paged_fused(s, Arch::parse("sm_80")));
+    MlaShapes f = s;
+    f.paged_fused = true;
+    const MlaSchedule fsch = schedule_mla(f, kCuQ, kCuK, paths);
+    REQUIRE(fsch.steps.size() == sch.steps.size());
+    for (size_t i = 0; i < sch.steps.size(); ++i) {
+        const MlaStep& st = fsch.steps[i];
+        const MlaStepLayout l = step_layout(f, st), old = step_layout(s, st);
+        if (st.path == Path::sparse_mqa) {
+            CHECK(l.end == old.end);
+            continue;
+        }
+        CHECK(l.kv_gather == 0);
+        CHECK(l.kpe > 0);
+        const size_t tk = size_t(st.k1 - st.k0);
+        CHECK(old.end - l.end >= tk * (576 - 64) * 2 - 512);  // 256-byte alignment of the buffers
+        CHECK(l.end <= fsch.workspace_bytes);
+    }
+    CHECK(fsch.workspace_bytes <= sch.workspace_bytes);  // the largest step here is the sparse one
     // Too few pages per request for the longest one: named, with the columns it needs.
     a.block_table = t(fake(31), MLAJIT_INT32, {4, 140});
     auto m = invalid([&] { check_mla_args(a, true); });
