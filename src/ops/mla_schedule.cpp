@@ -147,14 +147,16 @@ MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
     };
     const size_t tq = size_t(st.t1 - st.t0), tk = size_t(st.k1 - st.k0), h = size_t(s.heads);
     if (st.path == Path::sparse_mqa) {
-        l.q_mqa = take(tq * h * kDimQkMqa * 2);
-        l.latent = take(tq * h * kDimLatent * 2);
         // Split kv_c / k_pe are packed into one [keys, 576] buffer; a bf16 paged cache is read in place by
         // the batched form and gathered only for the chunks of a request too large for one step. The FP8
         // cache is always gathered (dequantized) into it: sparse MQA reading the FP8 pages directly measured
         // 1.37-1.50x slower than on bf16 rows (H200, docs/PERF.md), while the gather costs one pass over
-        // the step's keys (656 bytes in, 1152 out).
+        // the step's keys (656 bytes in, 1152 out). First in the layout: the first chunk of a request packs
+        // it and the later chunks (fewer queries in the last one) read it, so its offset must not depend on
+        // the chunk's query count.
         if (!s.kv_packed && !(s.paged && !s.kv_fp8 && !st.chunk)) l.kv_pack = take(tk * kDimQkMqa * 2);
+        l.q_mqa = take(tq * h * kDimQkMqa * 2);
+        l.latent = take(tq * h * kDimLatent * 2);
     } else {
         l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
         // A paged bf16 cache on the Hopper GEMM: the up-projection reads the pages itself and leaves the

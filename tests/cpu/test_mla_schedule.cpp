@@ -375,3 +375,32 @@ TEST_CASE("mla_prefill: consecutive sparse requests run as one batched step") {
         check_cover(s, cu_q.data(), cu_k.data(), sch, lim);
     }
 }
+
+TEST_CASE("mla_prefill: the chunks of one sparse request find its packed keys where the first chunk put them") {
+    // 128 heads, one request of 8192 new tokens: chunks of 3840 queries (the 1 GiB budget), the last one
+    // shorter. The first chunk packs (or gathers) the request's latent rows into kv_pack and every later
+    // chunk reads them there, so kv_pack's offset must not depend on the chunk's query count (it did before
+    // 2026-12-04: the last chunk read stale bytes; seen as call_fp8 vs engine rel L2 0.18 at h128, 8k).
+    const int32_t cu_q[] = {0, 8192}, cu_k[] = {0, 8192};
+    for (int form = 0; form < 3; ++form) {  // split kv_c / k_pe, paged bf16, paged FP8
+        MlaShapes s;
+        s.heads = 128;
+        s.batch = 1;
+        s.total_q = s.total_k = 8192;
+        s.width = s.topk = 2048;
+        s.has_lse = form == 1;
+        s.paged = form > 0;
+        s.kv_fp8 = form == 2;
+        const std::vector<Path> paths(1, Path::sparse_mqa);
+        const MlaSchedule sch = schedule_mla(s, cu_q, cu_k, paths);
+        CAPTURE(form);
+        REQUIRE(sch.steps.size() >= 3);
+        CHECK(sch.steps.back().t1 - sch.steps.back().t0 < sch.steps.front().t1 - sch.steps.front().t0);
+        const size_t first = step_layout(s, sch.steps.front()).kv_pack;
+        CHECK(first > 0);
+        for (const MlaStep& st : sch.steps) {
+            CHECK(st.chunk);
+            CHECK(step_layout(s, st).kv_pack == first);
+        }
+    }
+}
