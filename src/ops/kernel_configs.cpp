@@ -167,7 +167,7 @@ KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nma
 }
 
 bool use_jit_gemm(const Arch& arch) { return use_hopper_tier(arch) && config().gemm != GemmChoice::cublaslt; }
-bool use_fused_paged_gemm(const Arch& arch) { return use_jit_gemm(arch) && config().gemm != GemmChoice::unfused; }
+bool use_fused_paged_gemm(const Arch& arch) { return use_jit_gemm(arch) && config().gemm == GemmChoice::fused; }
 
 std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch) {
     std::vector<KernelSpec> out;

@@ -64,7 +64,8 @@ KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nma
 // Whether the one-call prefill's projections run that kernel on arch: the Hopper tier, unless MLAJIT_GEMM=cublaslt.
 bool use_jit_gemm(const Arch& arch);
 // Whether the paged bf16 cache's up-projection gathers its rows inside that kernel (the paged-A variant):
-// use_jit_gemm, unless MLAJIT_GEMM=unfused (the separate gather kernel, kept for comparison).
+// MLAJIT_GEMM=fused (on the Hopper tier). Off by default: measured no faster than the separate gather
+// kernel + the dense GEMM (docs/PERF.md, "The paged bf16 cache's up-projection reads the pages itself").
 bool use_fused_paged_gemm(const Arch& arch);
 // Every GEMM kernel the one-call prefill's projections can launch (what warmup precompiles): the up-projection
 // and output projection (K = 512, B K-major), the query absorption (K = 128, B N-major), each tile, and where
