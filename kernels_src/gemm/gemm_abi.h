@@ -20,6 +20,21 @@ struct GemmSm90Params {
     // 1: the map's dimensions are {inner, batch, rows} instead of {inner, rows, batch} (the host orders
     // them by stride, e.g. per-head slices of a [T, heads, d] tensor: batch stride d < row stride heads * d).
     int a_batch_inner, b_batch_inner, c_batch_inner;
+    // MJ_A_PAGED = 1 (batch 1, K = 512): A's rows come straight out of the paged latent cache (tm_a unused).
+    // Row i of A is key cu[0] + i of the requests r = 0..a_nreq-1 of a_cu_seqlens (absolute entries): request
+    // r's position pos = cu[0] + i - cu[r] lives in page a_block_table[r * a_bt_stride + pos / a_block_size],
+    // row pos % a_block_size; A row i = that row's elements 0..511. Rows past m are zero. A page entry outside
+    // 0..a_num_blocks-1 (or a position past a_max_blocks pages) reads as zeros, and its k_pe row as NaN.
+    // kpe_out (optional, bf16 [m, 64] contiguous): the column-tile-0 blocks copy elements 512..575 of their
+    // rows there (the MHA kernel's k_pe), so nothing else reads the pages.
+    const void* a_pages;
+    mj_i64 a_page_stride, a_tok_stride;  // elements
+    const int* a_block_table;
+    mj_i64 a_bt_stride;
+    const int* a_cu_seqlens;
+    int a_nreq, a_block_size, a_num_blocks, a_max_blocks;
+    int m;
+    void* kpe_out;
 };
 
 static constexpr int mj_gemm90_threads() { return 384; }  // 1 producer + 2 consumer warpgroups

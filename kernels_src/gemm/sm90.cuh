@@ -15,9 +15,19 @@
 //     past C are clipped by the store, so M tails need no code). The store drains while the next tile's
 //     k-steps run; the staging tile is reused only after the store has read it.
 //
+// MJ_A_PAGED = 1 (the paged latent cache's K/V up-projection, issue 15): A's rows are gathered out of the
+//   pages (GemmSm90Params, a_* fields) by the whole producer warpgroup with cp.async, 16-byte chunks written
+//   in the 128-byte-swizzled layout TMA would produce, completion through cp.async.mbarrier.arrive.noinc on
+//   the stage's full barrier (B still comes by TMA). Each producer warp owns BLOCK_M / 4 rows of the tile and
+//   finds their page rows once per tile (lane = row: a binary search over cu_seqlens, one block-table read);
+//   a copy instruction then moves 4 rows x 128 bytes (8 lanes a row, addresses shuffled from the owners).
+//   The consumers fence the generic-proxy (cp.async) writes before their wgmma reads them. The blocks of
+//   column tile 0 also copy the rows' k_pe (elements 512..575) to kpe_out. MJ_A_PAGED = 0 compiles the code
+//   above unchanged (every paged branch is `if constexpr`).
+//
 // SUPPORTED CONFIGS (MJ_BLOCK_M, MJ_BLOCK_N, MJ_STAGES): (128, 256, 3), (128, 128, 5), (64, 256, 4),
 //   (64, 128, 8); shared memory mj_gemm90_smem_bytes (at most 214272 bytes); MJ_B_NMAJOR in {0, 1};
-//   MJ_K_TILES in 1..64; MJ_ARCH == 90.
+//   MJ_K_TILES in 1..64; MJ_A_PAGED in {0, 1} (1: MJ_K_TILES == 8, B K-major); MJ_ARCH == 90.
 // Input requirements (the host checks them, else cuBLASLt runs the product): base addresses 16-byte
 // aligned, leading dimensions and batch strides multiples of 8 elements (TMA strides are multiples of
 // 16 bytes).
@@ -32,6 +42,8 @@ static_assert((MJ_BLOCK_M == 128 && MJ_BLOCK_N == 256 && MJ_STAGES == 3) || (MJ_
               "gemm_sm90: supported (MJ_BLOCK_M, MJ_BLOCK_N, MJ_STAGES): (128, 256, 3), (128, 128, 5), (64, 256, 4), (64, 128, 8)");
 static_assert(MJ_B_NMAJOR == 0 || MJ_B_NMAJOR == 1, "gemm_sm90: MJ_B_NMAJOR must be 0 or 1");
 static_assert(MJ_K_TILES >= 1 && MJ_K_TILES <= 64, "gemm_sm90: MJ_K_TILES must be in 1..64");
+static_assert(MJ_A_PAGED == 0 || (MJ_A_PAGED == 1 && MJ_K_TILES == 8 && MJ_B_NMAJOR == 0),
+              "gemm_sm90: MJ_A_PAGED = 1 is the up-projection of 512-wide latent rows (MJ_K_TILES 8, B K-major)");
 
 namespace mj_gemm90 {
 
@@ -51,8 +63,10 @@ constexpr int OFF_BAR = OFF_C + 2 * C_WG_BYTES;
 static_assert(1024 + OFF_BAR + 256 == mj_gemm90_smem_bytes(BM, BN, ST), "gemm_sm90: layout disagrees with mj_gemm90_smem_bytes");
 static_assert(A_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0, "tiles start on the 1024-byte swizzle period");
 // Register split after setmaxnreg: a consumer holds WN / 2 fp32 accumulators; the producer few.
-// 40 * 128 + 232 * 256 = 64512 <= 65536 (the launch's 168 a thread for 384 threads).
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+// 40 * 128 + 232 * 256 = 64512 <= 65536 (the launch's 168 a thread for 384 threads). The paged-A producer
+// (cp.async gather, row addresses, k_pe copy) keeps more: 72 * 128 + 216 * 256 = 64512.
+constexpr int PRODUCER_REGS = MJ_A_PAGED ? 72 : 40, CONSUMER_REGS = MJ_A_PAGED ? 216 : 232;
+static_assert(128 * (168 - PRODUCER_REGS) >= 256 * (CONSUMER_REGS - 168), "the producer must release what the consumers take");
 constexpr int BAR_EPI = 1;  // named barriers 1, 2: each consumer warpgroup's epilogue
 
 // TMA store of one box from shared memory (bulk-group completion), and the waits on those groups.
@@ -111,6 +125,78 @@ MJ_DEVICE TileCoord tile_coord(const GemmSm90Params& P, int t) {
     return c;
 }
 
+// The paged-A producer (MJ_A_PAGED = 1): all 128 threads of warpgroup 0. Warp pw owns rows RPW pw ..
+// RPW pw + RPW - 1 of each tile (lane l < RPW: row RPW pw + l); copy instruction i of a k-step moves rows
+// 4i .. 4i + 3 of the warp's (lane / 8), chunk lane % 8 of the k-step's 128 bytes, into the swizzled slot
+// (chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16), as TMA's 128-byte swizzle puts it).
+MJ_DEVICE void produce_paged(const GemmSm90Params& P, unsigned char* smem, unsigned long long* full, unsigned long long* empty) {
+    using namespace mj90;
+    constexpr int RPW = BM / 4, NI = RPW / 4;
+    const int tid = threadIdx.x, pw = tid >> 5, lane = tid & 31, ch = lane & 7;
+    const TensorMap* tm_b = reinterpret_cast<const TensorMap*>(&P.tm_b);
+    const unsigned char* base = static_cast<const unsigned char*>(P.a_pages);
+    const int cu0 = __ldg(P.a_cu_seqlens);
+    int it = 0;
+    for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x) {
+        const TileCoord tc = tile_coord(P, t);
+        const int m0 = tc.m * BM, n0 = tc.n * BN;
+        // This lane's row: its page row, once per tile.
+        const int grow = m0 + pw * RPW + (lane % RPW);
+        const unsigned char* src = base;
+        int state = 0;  // 0: past M (zeros), 1: a page row, 2: a bad page entry (zeros; k_pe NaN)
+        if (grow < P.m) {
+            const int key = cu0 + grow;
+            int lo = 0, hi = P.a_nreq;  // cu[lo] <= key < cu[hi]
+            while (hi - lo > 1) {
+                const int mid = (lo + hi) >> 1;
+                if (__ldg(P.a_cu_seqlens + mid) <= key) lo = mid;
+                else hi = mid;
+            }
+            const int pos = key - __ldg(P.a_cu_seqlens + lo);
+            const int blk = pos / P.a_block_size;
+            const int page = blk < P.a_max_blocks ? __ldg(P.a_block_table + (mj_i64)lo * P.a_bt_stride + blk) : -1;
+            if (page >= 0 && page < P.a_num_blocks) {
+                src = base + ((mj_i64)page * P.a_page_stride + (mj_i64)(pos - blk * P.a_block_size) * P.a_tok_stride) * 2;
+                state = 1;
+            } else {
+                state = 2;
+            }
+        }
+        if (tc.n == 0 && P.kpe_out != nullptr) {  // the rows' k_pe, once per row tile
+#pragma unroll
+            for (int i = 0; i < NI; ++i) {
+                const int r = 4 * i + (lane >> 3);
+                const unsigned char* s = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)src, r);
+                const int st = __shfl_sync(0xffffffffu, state, r);
+                const int gr = m0 + pw * RPW + r;
+                if (st == 0) continue;
+                uint4 v = make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u);  // bf16 quiet NaNs
+                if (st == 1) v = __ldg(reinterpret_cast<const uint4*>(s + 1024) + ch);
+                reinterpret_cast<uint4*>(static_cast<unsigned char*>(P.kpe_out) + (mj_i64)gr * 128)[ch] = v;
+            }
+        }
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+            const int s = it % ST;
+            if (it >= ST) mbar_wait(&empty[s], ((it / ST) & 1) ^ 1);
+            unsigned char* sa = smem + s * STAGE_BYTES;
+            if (tid == 0) {
+                mbar_arrive_expect_tx(&full[s], B_BYTES);
+                load(sa + A_BYTES, tm_b, &full[s], kt * BK, n0, tc.b, P.b_batch_inner);
+            }
+            const unsigned sa32 = smem_u32(sa);
+#pragma unroll
+            for (int i = 0; i < NI; ++i) {
+                const int r = 4 * i + (lane >> 3), row = pw * RPW + r;
+                const unsigned char* s0 = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)src, r);
+                const bool ok = __shfl_sync(0xffffffffu, state, r) == 1;
+                cp_async_16_addr(sa32 + row * 128 + ((ch ^ (row & 7)) << 4), ok ? s0 + kt * 128 + ch * 16 : base, ok);
+            }
+            cp_async_mbar_arrive_noinc(&full[s]);
+        }
+    }
+    cp_async_wait<0>();
+}
+
 MJ_DEVICE void gemm(const GemmSm90Params& P) {
     using namespace mj90;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -123,11 +209,12 @@ MJ_DEVICE void gemm(const GemmSm90Params& P) {
     const TensorMap* tm_c = reinterpret_cast<const TensorMap*>(&P.tm_c);
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
-            mbar_init(&full[s], 1);
+            // Paged A: thread 0's arrive.expect_tx (B's bytes) and one cp.async-completion arrival per producer thread.
+            mbar_init(&full[s], MJ_A_PAGED ? 1 + 128 : 1);
             mbar_init(&empty[s], 2 * 128);
         }
         fence_barrier_init();
-        tma_prefetch_map(tm_a);
+        if constexpr (!MJ_A_PAGED) tma_prefetch_map(tm_a);
         tma_prefetch_map(tm_b);
     }
     if (tid == 128 || tid == 256) tma_prefetch_map(tm_c);
@@ -136,6 +223,10 @@ MJ_DEVICE void gemm(const GemmSm90Params& P) {
     if (wg == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<PRODUCER_REGS>();
+        if constexpr (MJ_A_PAGED) {
+            produce_paged(P, smem, full, empty);
+            return;
+        }
         if (tid == 0) {
             int it = 0;  // k-steps issued by this block so far: stage it % ST, use it / ST of that stage
             for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x) {
@@ -177,6 +268,7 @@ MJ_DEVICE void gemm(const GemmSm90Params& P) {
         for (int kt = 0; kt < KT; ++kt, ++it) {
             const int s = it % ST;
             mbar_wait(&full[s], (it / ST) & 1);
+            if constexpr (MJ_A_PAGED) fence_proxy_async();  // A landed by cp.async (generic proxy), read by wgmma
             unsigned char* sa = smem + s * STAGE_BYTES;
             unsigned char* sb = sa + A_BYTES;
             // A: K-major, 128-byte swizzle, 8-row groups 1024 B apart; a k16 step moves 32 B along the row

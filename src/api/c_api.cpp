@@ -6,6 +6,8 @@
 #include "common/log.h"
 #include "mlajit/mlajit.h"
 #include "jit/compiler.h"
+#include "ops/gemm.h"
+#include "ops/kernel_configs.h"
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
 #include "ops/variants.h"
@@ -201,7 +203,8 @@ MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle,
         if (!bytes) mlajit::fail_arg("bytes is NULL: pass the address of a size_t");
         *bytes = 0;
         const auto a = args_from(args, "mlajit_mla_prefill_args");
-        *bytes = mlajit::mla_prefill_workspace_size(impl(handle).gpu_name(), a);
+        auto& h = impl(handle);
+        *bytes = mlajit::mla_prefill_workspace_size(h.gpu_name(), a, mlajit::use_fused_paged_gemm(h.arch()) && h.gemm().jit());
     });
 }
 

@@ -43,7 +43,7 @@ const FamilyInfo& family_info(Family f) {
         {Family::sparse_mqa_fwd_sm90, "sparse_mqa_fwd_sm90", "sparse_mqa/sm90.cuh", "mlajit_sparse_mqa_fwd_sm90",
          {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
         {Family::quantize_cache, "quantize_cache", "quantize_cache/sm80.cuh", "mlajit_quantize_cache", {"TOKENS_PER_BLOCK"}},
-        {Family::gemm_sm90, "gemm_sm90", "gemm/sm90.cuh", "mlajit_gemm_sm90", {"BLOCK_M", "BLOCK_N", "STAGES", "B_NMAJOR", "K_TILES"}},
+        {Family::gemm_sm90, "gemm_sm90", "gemm/sm90.cuh", "mlajit_gemm_sm90", {"BLOCK_M", "BLOCK_N", "STAGES", "B_NMAJOR", "K_TILES", "A_PAGED"}},
     };
     return infos[(int)f];
 }

@@ -25,11 +25,23 @@ void GemmRunner::run(const GemmDesc& g, void* workspace, size_t workspace_bytes,
     h_.cublaslt_gemm().run(g, workspace, workspace_bytes, stream, what);
 }
 
-void GemmRunner::run_jit(const GemmDesc& g, CUstream stream, const char* what) {
+void GemmRunner::run_paged(const GemmDesc& g, const GemmPagedA& pa, CUstream stream, const char* what) {
+    if (g.m == 0 || g.n == 0) return;
+    const char* why = !jit_ ? "the Hopper-tier GEMM is not in use"
+                      : g.k != 512 || !g.b.transposed || g.batch != 1 ? "only the up-projection (K 512, B [N, K], batch 1) reads pages"
+                      : gemm_sm90_paged_refusal(g, pa);
+    if (why) fail(MLAJIT_ERROR_INTERNAL, "{} cannot gather its rows out of the pages: {}", what, why);
+    run_jit(g, stream, what, &pa);
+}
+
+void GemmRunner::run_jit(const GemmDesc& g0, CUstream stream, const char* what, const GemmPagedA* pa) {
+    GemmDesc g = g0;
+    if (pa) g.a = {pa->pages, pa->tok_stride, 0, false};  // tm_a is encoded (any legal map) but never read
     const GemmSm90Tile tile = gemm_sm90_tile(g, h_.sm_count());
-    const KernelSpec spec = gemm_sm90_spec(h_.arch(), tile.block_m, tile.block_n, !g.b.transposed, gemm_sm90_k_tiles(g.k));
+    const KernelSpec spec = gemm_sm90_spec(h_.arch(), tile.block_m, tile.block_n, !g.b.transposed, gemm_sm90_k_tiles(g.k), pa != nullptr);
     GemmSm90Params p;
     const GemmSm90MapError e = encode_gemm_sm90(driver().cuTensorMapEncodeTiled, g, tile, p);
+    if (pa) set_gemm_sm90_paged(g, *pa, p);
     if (e.map)
         cu_check(e.result, "cuTensorMapEncodeTiled",
                  fmt::format("encoding the TMA tensor map of {} for {} (M {}, N {}, K {}, batch {}; set MLAJIT_GEMM=cublaslt to run it "

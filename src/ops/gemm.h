@@ -25,6 +25,9 @@ public:
     // `what` names the product in errors ("the K/V up-projection"). The caller has made the context current.
     // workspace: cuBLASLt's scratch (the JIT kernel needs none).
     void run(const GemmDesc& g, void* workspace, size_t workspace_bytes, CUstream stream, const char* what);
+    // The up-projection with A's rows read straight out of the paged latent cache (the paged-A variant of the
+    // Hopper kernel; the caller checked use_fused_paged_gemm and that g is a K = 512 product, B K-major).
+    void run_paged(const GemmDesc& g, const GemmPagedA& pa, CUstream stream, const char* what);
 
     // Whether run() takes the JIT kernel for products it can read (the Hopper tier, MLAJIT_GEMM unset or auto).
     bool jit() const { return jit_; }
@@ -39,7 +42,7 @@ public:
     Counts counts();
 
 private:
-    void run_jit(const GemmDesc& g, CUstream stream, const char* what);
+    void run_jit(const GemmDesc& g, CUstream stream, const char* what, const GemmPagedA* pa = nullptr);
     Handle& h_;
     bool jit_ = false;
     std::atomic<int64_t> jit_runs_{0}, lt_runs_{0};

@@ -94,4 +94,33 @@ inline GemmSm90MapError encode_gemm_sm90(GemmTensorMapEncodeFn encode, const Gem
     return {};
 }
 
+// Why the paged-A variant cannot read pa (null when it can): cp.async copies 16-byte chunks, so the pages'
+// base and strides must keep rows 16-byte aligned; B and C as gemm_sm90_refusal says.
+inline const char* gemm_sm90_paged_refusal(const GemmDesc& g, const GemmPagedA& pa) {
+    if ((reinterpret_cast<uintptr_t>(pa.pages) & 15u) != 0) return "the pages' base address is not 16-byte aligned";
+    if (pa.page_stride % 8 != 0 || pa.tok_stride % 8 != 0 || pa.tok_stride < 576)
+        return "the pages' strides are not multiples of 8 elements (or a row is narrower than 576)";
+    if (pa.nreq < 1 || pa.block_size < 1 || pa.cu_seqlens_k == nullptr || pa.block_table == nullptr) return "no requests or pages";
+    if (g.m >= (int64_t(1) << 31)) return "M does not fit in 32 bits";
+    GemmDesc d = g;
+    d.a = {pa.pages, pa.tok_stride, 0, false};
+    return gemm_sm90_refusal(d);
+}
+
+// The paged-A fields of P (after encode_gemm_sm90 on g with a = the pages).
+inline void set_gemm_sm90_paged(const GemmDesc& g, const GemmPagedA& pa, GemmSm90Params& P) {
+    P.a_pages = pa.pages;
+    P.a_page_stride = pa.page_stride;
+    P.a_tok_stride = pa.tok_stride;
+    P.a_block_table = pa.block_table;
+    P.a_bt_stride = pa.bt_stride;
+    P.a_cu_seqlens = pa.cu_seqlens_k;
+    P.a_nreq = pa.nreq;
+    P.a_block_size = pa.block_size;
+    P.a_num_blocks = pa.num_blocks;
+    P.a_max_blocks = pa.max_blocks;
+    P.m = int(g.m);
+    P.kpe_out = pa.kpe_out;
+}
+
 }  // namespace mlajit

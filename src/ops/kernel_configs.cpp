@@ -158,15 +158,16 @@ KernelSpec quantize_cache_spec(const Arch& arch) {
     return s;
 }
 
-KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nmajor, int k_tiles) {
+KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nmajor, int k_tiles, bool a_paged) {
     KernelSpec s;
     s.family = Family::gemm_sm90;
     s.arch = arch;
-    s.p = {block_m, block_n, gemm_sm90_stages(block_m, block_n), b_nmajor ? 1 : 0, k_tiles};
+    s.p = {block_m, block_n, gemm_sm90_stages(block_m, block_n), b_nmajor ? 1 : 0, k_tiles, a_paged ? 1 : 0};
     return s;
 }
 
 bool use_jit_gemm(const Arch& arch) { return use_hopper_tier(arch) && config().gemm != GemmChoice::cublaslt; }
+bool use_fused_paged_gemm(const Arch& arch) { return use_jit_gemm(arch) && config().gemm == GemmChoice::fused; }
 
 std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch) {
     std::vector<KernelSpec> out;
@@ -174,6 +175,8 @@ std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch) {
         for (int bn : {256, 128}) {
             out.push_back(gemm_sm90_spec(arch, bm, bn, false, gemm_sm90_k_tiles(kDimLatent)));  // up- and output projection
             out.push_back(gemm_sm90_spec(arch, bm, bn, true, gemm_sm90_k_tiles(kDimNope)));     // query absorption
+            if (use_fused_paged_gemm(arch))  // the up-projection gathering its rows out of a paged bf16 cache
+                out.push_back(gemm_sm90_spec(arch, bm, bn, false, gemm_sm90_k_tiles(kDimLatent), true));
         }
     return out;
 }

@@ -58,11 +58,18 @@ KernelSpec paged_gather_spec(const Arch& arch, bool kv_fp8 = false);
 KernelSpec quantize_cache_spec(const Arch& arch);
 // The Hopper-tier GEMM (kernels_src/gemm/sm90.cuh) for a tile (block_m x block_n; the stages follow from it),
 // B N-major or K-major, K in k_tiles 64-wide steps.
-KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nmajor, int k_tiles);
+// a_paged: A's rows gathered out of the paged latent cache inside the kernel (the up-projection on a paged
+// bf16 cache; K = 512, B K-major).
+KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nmajor, int k_tiles, bool a_paged = false);
 // Whether the one-call prefill's projections run that kernel on arch: the Hopper tier, unless MLAJIT_GEMM=cublaslt.
 bool use_jit_gemm(const Arch& arch);
+// Whether the paged bf16 cache's up-projection gathers its rows inside that kernel (the paged-A variant):
+// MLAJIT_GEMM=fused (on the Hopper tier). Off by default: measured no faster than the separate gather
+// kernel + the dense GEMM (docs/PERF.md, "The paged bf16 cache's up-projection reads the pages itself").
+bool use_fused_paged_gemm(const Arch& arch);
 // Every GEMM kernel the one-call prefill's projections can launch (what warmup precompiles): the up-projection
-// and output projection (K = 512, B K-major) and the query absorption (K = 128, B N-major), each tile.
+// and output projection (K = 512, B K-major), the query absorption (K = 128, B N-major), each tile, and where
+// use_fused_paged_gemm the up-projection's paged-A variant, each tile.
 std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch);
 int gemm_smem_bytes(const KernelSpec& s);
 int gemm_threads(const KernelSpec& s);

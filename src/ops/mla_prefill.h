@@ -22,6 +22,9 @@ struct MlaShapes {
     bool kv_fp8 = false;     // paged, and kv_cache is the FP8 cache (uint8 [num_blocks, block_size, 656])
     int64_t num_blocks = 0, block_size = 0, max_blocks = 0;
     bool has_lse = false;
+    // Set by the caller for the arch (use_fused_paged_gemm), not by check_mla_args: a bf16 paged cache whose
+    // MHA up-projection gathers its rows inside the Hopper GEMM (no kv_gather buffer; a k_pe buffer instead).
+    bool paged_fused = false;
 };
 
 // Validates every argument (names the bad one); device pointers may be NULL when `need_data` is false
@@ -51,6 +54,7 @@ struct MlaStepLayout {
     size_t latent = 0;   // MQA: [c, h, 512] latent outputs
     size_t kv_pack = 0;  // MQA: [s_k, 576] when kv is not packed or is paged (gathered from the pages)
     size_t kv_gather = 0; // MHA, paged cache: [tk, 576] latent rows of the run, gathered from the pages
+    size_t kpe = 0;       // MHA, paged_fused: [tk, 64] k_pe rows of the run, written by the up-projection
     size_t lse = 0;      // [tq, h] fp32 when the caller passed no lse
     size_t end = 0;
 };
@@ -75,7 +79,10 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
 std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s, const int32_t* cu_q,
                                  const int32_t* cu_k, int force_path);
 
-size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a);
+// fused_paged: use_fused_paged_gemm on the handle's arch (the size of what mla_prefill will run there).
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged = false);
+// Whether a call with shapes s on arch takes the fused paged up-projection (sets nothing).
+bool mla_paged_fused(const MlaShapes& s, const Arch& arch);
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream);
 
 }  // namespace mlajit

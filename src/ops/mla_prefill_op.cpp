@@ -81,7 +81,21 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     const void* kv_c = offset(a.kv_c.data, st.k0 * a.kv_c.stride[0], 2);
     int64_t kv_c_ld = a.kv_c.stride[0];
     mlajit_tensor k_pe = strided_tensor(a.k_pe.data, MLAJIT_BF16, {tk_end, kDimRope}, {a.k_pe.stride[0], 1});
-    if (s.paged) {
+    GemmPagedA pa;  // the fused form: the up-projection reads the pages, k_pe rows land in l.kpe
+    if (s.paged && s.paged_fused) {
+        pa.pages = a.kv_cache.data;
+        pa.page_stride = a.kv_cache.stride[0];
+        pa.tok_stride = a.kv_cache.stride[1];
+        pa.block_table = static_cast<const int32_t*>(a.block_table.data) + st.r0 * a.block_table.stride[0];
+        pa.bt_stride = a.block_table.stride[0];
+        pa.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data) + st.r0;
+        pa.nreq = int(st.r1 - st.r0);
+        pa.block_size = int(s.block_size);
+        pa.num_blocks = int(s.num_blocks);
+        pa.max_blocks = int(s.max_blocks);
+        pa.kpe_out = offset(ws, int64_t(l.kpe), 1);
+        k_pe = strided_tensor(offset(pa.kpe_out, -st.k0 * kDimRope, 2), MLAJIT_BF16, {tk_end, kDimRope}, {kDimRope, 1});
+    } else if (s.paged) {
         void* rows = offset(ws, int64_t(l.kv_gather), 1);
         gather_pages(h, a, s, st, rows, stream);
         kv_c = rows;
@@ -96,7 +110,8 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     g.b = {a.w_kv_b.data, a.w_kv_b.stride[0], 0, true};
     g.c = kv_up;
     g.ldc = kv_row;
-    h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
+    if (s.paged && s.paged_fused) h.gemm().run_paged(g, pa, stream, "the K/V up-projection (paged kv_c . W_kv_b^T)");
+    else h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
     const void* kv_base = offset(kv_up, -st.k0 * kv_row, 2);
 
     mlajit_mha_args m = MLAJIT_ARGS_INIT(mlajit_mha_args);
@@ -236,7 +251,8 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 }  // namespace
 
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
-    const MlaShapes s = check_mla_args(a, true);
+    MlaShapes s = check_mla_args(a, true);
+    s.paged_fused = mla_paged_fused(s, h.arch()) && h.gemm().jit();  // the size query decides alike (c_api.cpp)
     const auto paths = plan_mla_paths(h.gpu_name(), s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     const MlaSchedule sch = schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths);
     if (a.workspace_bytes < sch.workspace_bytes)

@@ -147,17 +147,22 @@ MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
     };
     const size_t tq = size_t(st.t1 - st.t0), tk = size_t(st.k1 - st.k0), h = size_t(s.heads);
     if (st.path == Path::sparse_mqa) {
-        l.q_mqa = take(tq * h * kDimQkMqa * 2);
-        l.latent = take(tq * h * kDimLatent * 2);
         // Split kv_c / k_pe are packed into one [keys, 576] buffer; a bf16 paged cache is read in place by
         // the batched form and gathered only for the chunks of a request too large for one step. The FP8
         // cache is always gathered (dequantized) into it: sparse MQA reading the FP8 pages directly measured
         // 1.37-1.50x slower than on bf16 rows (H200, docs/PERF.md), while the gather costs one pass over
-        // the step's keys (656 bytes in, 1152 out).
+        // the step's keys (656 bytes in, 1152 out). First in the layout: the first chunk of a request packs
+        // it and the later chunks (fewer queries in the last one) read it, so its offset must not depend on
+        // the chunk's query count.
         if (!s.kv_packed && !(s.paged && !s.kv_fp8 && !st.chunk)) l.kv_pack = take(tk * kDimQkMqa * 2);
+        l.q_mqa = take(tq * h * kDimQkMqa * 2);
+        l.latent = take(tq * h * kDimLatent * 2);
     } else {
         l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
-        if (s.paged) l.kv_gather = take(tk * kDimQkMqa * 2);
+        // A paged bf16 cache on the Hopper GEMM: the up-projection reads the pages itself and leaves the
+        // run's k_pe rows [tk, 64] for MHA; otherwise the run's full rows are gathered first.
+        if (s.paged && s.paged_fused) l.kpe = take(tk * kDimRope * 2);
+        else if (s.paged) l.kv_gather = take(tk * kDimQkMqa * 2);
         if (!s.q_packed) l.q_pack = take(tq * h * kDimQkMha * 2);
         if (st.path == Path::masked_mha) l.mask = take(tq * size_t(topk_mask_words(st.max_s_k)) * 4);
     }
@@ -271,8 +276,11 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
     return paths;
 }
 
-size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a) {
-    const MlaShapes s = check_mla_args(a, false);
+bool mla_paged_fused(const MlaShapes& s, const Arch& arch) { return s.paged && !s.kv_fp8 && use_fused_paged_gemm(arch); }
+
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged) {
+    MlaShapes s = check_mla_args(a, false);
+    s.paged_fused = fused_paged && s.paged && !s.kv_fp8;
     const auto paths = plan_mla_paths(gpu_name, s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     return schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths).workspace_bytes;
 }

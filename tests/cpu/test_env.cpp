@@ -108,3 +108,10 @@ TEST_CASE("env: every variable read is documented") {
         CHECK(found);
     }
 }
+
+TEST_CASE("env: MLAJIT_GEMM picks the projections' GEMM (fused: the paged up-projection reads the pages)") {
+    CHECK(parse_config(env({})).gemm == GemmChoice::auto_);
+    CHECK(parse_config(env({{"MLAJIT_GEMM", "cublaslt"}})).gemm == GemmChoice::cublaslt);
+    CHECK(parse_config(env({{"MLAJIT_GEMM", "fused"}})).gemm == GemmChoice::fused);
+    CHECK_THROWS(parse_config(env({{"MLAJIT_GEMM", "unfused"}})));
+}

@@ -300,8 +300,31 @@ TEST_CASE("mla_prefill: the paged latent cache (kv_cache + block_table) is check
         const MlaStepLayout l = step_layout(s, st);
         if (st.path == Path::sparse_mqa) CHECK((l.kv_pack > 0) == st.chunk);  // pages read in place, gathered for chunks
         else CHECK(l.kv_gather > 0);
+        CHECK(l.kpe == 0);
         CHECK(l.end <= sch.workspace_bytes);
     }
+    // The Hopper GEMM gathering inside the up-projection (paged_fused): MHA steps keep only their keys' k_pe
+    // rows [tk, 64] instead of the full rows [tk, 576]; sparse MQA steps are unchanged; the call needs less.
+    CHECK(mla_paged_fused(s, Arch::parse("sm_90a")) == use_fused_paged_gemm(Arch::parse("sm_90a")));
+    CHECK_FALSE(mla_paged_fused(s, Arch::parse("sm_80")));
+    MlaShapes f = s;
+    f.paged_fused = true;
+    const MlaSchedule fsch = schedule_mla(f, kCuQ, kCuK, paths);
+    REQUIRE(fsch.steps.size() == sch.steps.size());
+    for (size_t i = 0; i < sch.steps.size(); ++i) {
+        const MlaStep& st = fsch.steps[i];
+        const MlaStepLayout l = step_layout(f, st), old = step_layout(s, st);
+        if (st.path == Path::sparse_mqa) {
+            CHECK(l.end == old.end);
+            continue;
+        }
+        CHECK(l.kv_gather == 0);
+        CHECK(l.kpe > 0);
+        const size_t tk = size_t(st.k1 - st.k0);
+        CHECK(old.end - l.end >= tk * (576 - 64) * 2 - 512);  // 256-byte alignment of the buffers
+        CHECK(l.end <= fsch.workspace_bytes);
+    }
+    CHECK(fsch.workspace_bytes <= sch.workspace_bytes);  // the largest step here is the sparse one
     // Too few pages per request for the longest one: named, with the columns it needs.
     a.block_table = t(fake(31), MLAJIT_INT32, {4, 140});
     auto m = invalid([&] { check_mla_args(a, true); });
@@ -350,5 +373,34 @@ TEST_CASE("mla_prefill: consecutive sparse requests run as one batched step") {
         CHECK(sch.steps.size() > 1);
         for (const auto& st : sch.steps) CHECK_FALSE(st.chunk);
         check_cover(s, cu_q.data(), cu_k.data(), sch, lim);
+    }
+}
+
+TEST_CASE("mla_prefill: the chunks of one sparse request find its packed keys where the first chunk put them") {
+    // 128 heads, one request of 8192 new tokens: chunks of 3840 queries (the 1 GiB budget), the last one
+    // shorter. The first chunk packs (or gathers) the request's latent rows into kv_pack and every later
+    // chunk reads them there, so kv_pack's offset must not depend on the chunk's query count (it did before
+    // 2026-12-04: the last chunk read stale bytes; seen as call_fp8 vs engine rel L2 0.18 at h128, 8k).
+    const int32_t cu_q[] = {0, 8192}, cu_k[] = {0, 8192};
+    for (int form = 0; form < 3; ++form) {  // split kv_c / k_pe, paged bf16, paged FP8
+        MlaShapes s;
+        s.heads = 128;
+        s.batch = 1;
+        s.total_q = s.total_k = 8192;
+        s.width = s.topk = 2048;
+        s.has_lse = form == 1;
+        s.paged = form > 0;
+        s.kv_fp8 = form == 2;
+        const std::vector<Path> paths(1, Path::sparse_mqa);
+        const MlaSchedule sch = schedule_mla(s, cu_q, cu_k, paths);
+        CAPTURE(form);
+        REQUIRE(sch.steps.size() >= 3);
+        CHECK(sch.steps.back().t1 - sch.steps.back().t0 < sch.steps.front().t1 - sch.steps.front().t0);
+        const size_t first = step_layout(s, sch.steps.front()).kv_pack;
+        CHECK(first > 0);
+        for (const MlaStep& st : sch.steps) {
+            CHECK(st.chunk);
+            CHECK(step_layout(s, st).kv_pack == first);
+        }
     }
 }

@@ -4,12 +4,17 @@
 // A product the kernel cannot read (a base address off 16 bytes) must run on cuBLASLt, still right.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "gpu_fixture.h"
+#include "mlajit/mlajit.hpp"
 #include "ops/gemm.h"
+#include "ops/kernel_configs.h"
+#include "ops/ops.h"
 #include "reference/bf16.h"
 #include "runtime/handle.h"
 
@@ -188,6 +193,111 @@ TEST_CASE("gpu: projection GEMM: a product the JIT kernel cannot read (base off 
     run_case(G, c, 7);
     CHECK(gemm.jit_runs() == jit0);
     CHECK(gemm.cublaslt_runs() - lt0 == 1);
+}
+
+// The paged-A up-projection (issue 15) beside the dense one on the same rows, and the unfused way (the
+// paged_gather kernel, then the dense product): C bit-identical, k_pe rows copied, and each timed (median of
+// 15 launches, events; FIGURE lines). One request of 8192 keys in shuffled pages of 64 and of 1.
+TEST_CASE("gpu: projection GEMM: the up-projection reading the pages (A_PAGED) equals dense A; timings") {
+    MLAJIT_REQUIRE_GPU();
+    Handle& h = handle_of(G->handle);
+    if (!h.gemm().jit()) {
+        MESSAGE("skipped: the paged-A GEMM runs on the Hopper tier only");
+        return;
+    }
+    ScopedContext scope(h.context());
+    const int64_t M = 8192;
+    std::mt19937 rng(11);
+    for (int64_t heads : {16, 128})
+        for (int64_t bs : {64, 1}) {
+            CAPTURE(heads);
+            CAPTURE(bs);
+            const int64_t N = heads * 256, pages = (M + bs - 1) / bs, num_blocks = 2 * pages + 1;
+            std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+            std::iota(perm.begin(), perm.end(), 0);
+            std::shuffle(perm.begin(), perm.end(), rng);
+            std::vector<int32_t> table(perm.begin(), perm.begin() + pages), cu{0, int32_t(M)};
+            const auto pool = random_bf16(size_t(num_blocks * bs * 576), uint32_t(bs + heads));
+            std::vector<uint16_t> rows(size_t(M * 576));
+            for (int64_t i = 0; i < M; ++i)
+                std::copy_n(pool.begin() + (table[size_t(i / bs)] * bs + i % bs) * 576, 576, rows.begin() + i * 576);
+            const auto w = random_bf16(size_t(N * 512), 5);
+            DeviceBuffer<uint16_t> dpool(pool), drows(rows), dw(w), dc(size_t(M * N)), dcp(size_t(M * N)), dkpe(size_t(M * 64)),
+                dgather(size_t(M * 576));
+            DeviceBuffer<int32_t> dtable(table), dcu(cu);
+            GemmDesc g;
+            g.m = M;
+            g.n = N;
+            g.k = 512;
+            g.a = {drows.get(), 576, 0, false};
+            g.b = {dw.get(), 512, 0, true};
+            g.c = dc.get();
+            g.ldc = N;
+            GemmPagedA pa;
+            pa.pages = dpool.get();
+            pa.page_stride = bs * 576;
+            pa.tok_stride = 576;
+            pa.block_table = dtable.get();
+            pa.bt_stride = pages;
+            pa.cu_seqlens_k = dcu.get();
+            pa.nreq = 1;
+            pa.block_size = int(bs);
+            pa.num_blocks = int(num_blocks);
+            pa.max_blocks = int(pages);
+            pa.kpe_out = dkpe.get();
+            GemmDesc gp = g;
+            gp.c = dcp.get();
+            GemmDesc gg = g;  // the unfused way: gathered rows, then the dense product
+            gg.a = {dgather.get(), 576, 0, false};
+            gg.c = dcp.get();
+            PagedGather pg;
+            pg.kv_cache = contiguous_tensor(dpool.get(), MLAJIT_BF16, {num_blocks, bs, 576});
+            pg.block_table = contiguous_tensor(dtable.get(), MLAJIT_INT32, {1, pages});
+            pg.cu_seqlens_k = dcu.get();
+            pg.r0 = 0;
+            pg.r1 = 1;
+            pg.max_s_k = M;
+            pg.dst = dgather.get();
+            pg.dst_stride = 576;
+            CUevent e0, e1;
+            MLAJIT_CU(cuEventCreate(&e0, CU_EVENT_DEFAULT), "event");
+            MLAJIT_CU(cuEventCreate(&e1, CU_EVENT_DEFAULT), "event");
+            auto time = [&](auto&& launch) {
+                for (int i = 0; i < 3; ++i) launch();
+                std::vector<float> ms;
+                for (int i = 0; i < 15; ++i) {
+                    MLAJIT_CU(cuEventRecord(e0, G->stream), "event");
+                    launch();
+                    MLAJIT_CU(cuEventRecord(e1, G->stream), "event");
+                    MLAJIT_CU(cuEventSynchronize(e1), "event");
+                    float t = 0;
+                    MLAJIT_CU(cuEventElapsedTime(&t, e0, e1), "event");
+                    ms.push_back(t);
+                }
+                std::sort(ms.begin(), ms.end());
+                return ms[ms.size() / 2];
+            };
+            const float t_dense = time([&] { h.gemm().run(g, nullptr, 0, G->stream, "dense up-projection"); });
+            const float t_paged = time([&] { h.gemm().run_paged(gp, pa, G->stream, "paged up-projection"); });
+            const auto c_dense = dc.download(), c_paged = dcp.download(), kpe = dkpe.download();
+            const float t_gather = time([&] { paged_gather(h, pg, G->stream); });
+            const float t_unfused = time([&] {
+                paged_gather(h, pg, G->stream);
+                h.gemm().run(gg, nullptr, 0, G->stream, "gathered up-projection");
+            });
+            MLAJIT_CU(cuEventDestroy(e0), "event");
+            MLAJIT_CU(cuEventDestroy(e1), "event");
+            int64_t diff = 0, kpe_diff = 0;
+            for (size_t i = 0; i < c_dense.size(); ++i) diff += c_dense[i] != c_paged[i];
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < 64; ++j) kpe_diff += kpe[size_t(i * 64 + j)] != rows[size_t(i * 576 + 512 + j)];
+            CHECK(diff == 0);
+            CHECK(kpe_diff == 0);
+            MESSAGE("FIGURE up-projection M " << M << " N " << N << " block_size " << bs << ": dense A " << t_dense * 1e3
+                                               << " us, A from the pages " << t_paged * 1e3 << " us (" << t_paged / t_dense
+                                               << "x), gather alone " << t_gather * 1e3 << " us, gather + dense "
+                                               << t_unfused * 1e3 << " us");
+        }
 }
 
 }  // namespace mlajit::test

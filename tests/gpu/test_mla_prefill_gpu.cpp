@@ -4,10 +4,16 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
 
+#include "config/env.h"
 #include "gpu/gpu_fixture.h"
 #include "mlajit/mlajit.hpp"
 #include "ops/gemm.h"
+#include "reference/bf16.h"
 #include "reference/reference.h"
 #include "runtime/handle.h"
 
@@ -245,4 +251,181 @@ TEST_CASE("gpu: mla_prefill is right at every token count of a GEMM class (the c
     // On the Hopper tier the projections run mlajit's own GEMM kernel (ops/gemm.h): no cuBLASLt algorithm at all.
     if (gemm.jit()) CHECK(after.heuristic_queries == before.heuristic_queries);
     else CHECK(after.class_reuses > before.class_reuses);
+}
+
+namespace {
+
+// The paged bf16 cache against the contiguous form on the same latent rows (issue 15: the separate gather
+// by default; with MLAJIT_GEMM=fused, on the Hopper tier, the K/V up-projection reads the pages itself): every form must
+// give the same bits (the up-projection's GEMM sums in the same order whichever way A arrives), and the
+// paged form the float64 DSA result.
+void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t topk, int64_t bs, bool all_paths = true,
+                     bool bad_page = false) {
+    R::Rng rng;
+    INFO(rng.seed_note());
+    std::vector<int32_t> cu_q{0}, cu_k{0};
+    for (auto r : reqs) {
+        cu_q.push_back(cu_q.back() + r.s_q);
+        cu_k.push_back(cu_k.back() + r.s_k);
+    }
+    const int64_t T = cu_q.back(), Tk = cu_k.back(), B = (int64_t)reqs.size();
+    bool all_short = true;
+    for (auto r : reqs) all_short = all_short && r.s_k <= topk;
+    auto q = rng.normal_bf16(T * h * 192, 1.0);
+    auto rows576 = rng.normal_bf16(Tk * 576, 1.0);
+    auto w = rng.normal_bf16(h * 256 * 512, 1.0 / std::sqrt(512.0));
+    auto idx = R::causal_topk_indices(rng, cu_q, cu_k, topk);
+    const double scale = 1.0 / std::sqrt(192.0);
+    R::View vq_nope(q.data(), h * 192, 192);
+    R::View vkv(rows576.data(), 576, 0);
+    auto sample = R::sample_rows(rng, cu_q, 16);
+    const R::AttnResult want = mla_reference(vq_nope, vq_nope.shifted(128), vkv, vkv.shifted(512), w, idx, topk, h, cu_q, cu_k, scale, sample);
+
+    std::vector<int32_t> table;
+    int64_t max_blocks = 0, num_blocks = 0;
+    auto pool = page_latents(rng, rows576, cu_k, bs, table, max_blocks, num_blocks);
+    DeviceBuffer<uint16_t> dq(q), drows(rows576), dw(w), dpool(pool), dout(T * h * 128);
+    DeviceBuffer<int32_t> didx(idx), dcq(cu_q), dck(cu_k), dtable(table);
+    DeviceBuffer<float> dlse(T * h);
+    mlajit_mla_prefill_args a = mla_call_args({.heads = h, .w_kv_b = &dw, .indices = &didx, .width = topk, .topk = topk,
+                                               .cu_q = &dcq, .cu_k = &dck, .cu_q_host = &cu_q, .cu_k_host = &cu_k,
+                                               .out = &dout, .lse = &dlse, .sm_scale = scale});
+    a.q_nope = strided_tensor(dq.get(), MLAJIT_BF16, {T, h, 128}, {h * 192, 192, 1});
+    a.q_pe = strided_tensor(dq.get() + 128, MLAJIT_BF16, {T, h, 64}, {h * 192, 192, 1});
+    const mlajit_tensor kv_c = strided_tensor(drows.get(), MLAJIT_BF16, {Tk, 512}, {576, 1});
+    const mlajit_tensor k_pe = strided_tensor(drows.get() + 512, MLAJIT_BF16, {Tk, 64}, {576, 1});
+    const mlajit_tensor kv_cache = tensor(dpool.get(), MLAJIT_BF16, {num_blocks, bs, 576});
+    const mlajit_tensor block_table = tensor(dtable.get(), MLAJIT_INT32, {B, max_blocks});
+
+    auto& gemm = handle_of(G->handle).gemm();
+    const char* prev_env = std::getenv("MLAJIT_GEMM");
+    const std::optional<std::string> prev_gemm = prev_env ? std::optional<std::string>(prev_env) : std::nullopt;
+    if (prev_gemm && *prev_gemm != "auto") {
+        MESSAGE("MLAJIT_GEMM=" << *prev_gemm << " is set: forms 1 and 2 may run the same way");
+    }
+    std::vector<int> forces = {-1, MLAJIT_PATH_MASKED_MHA};
+    if (all_short && all_paths) forces.push_back(MLAJIT_PATH_DENSE_MHA);
+    for (int force : forces) {
+        a.force_path = force;
+        // form 0: contiguous kv_c / k_pe; 1: the pages (the separate gather); 2: the pages, MLAJIT_GEMM=fused
+        // (the up-projection reads them, on the Hopper tier).
+        std::vector<uint16_t> outs[3];
+        std::vector<float> lses[3];
+        size_t bytes[3] = {0, 0, 0};
+        for (int form = 0; form < 3; ++form) {
+            INFO("heads " << h << " batch " << B << " block_size " << bs << " force_path " << force << " form " << form);
+            if (form == 2 && !(prev_gemm && *prev_gemm == "cublaslt")) setenv("MLAJIT_GEMM", "fused", 1);
+            reload_config();
+            a.kv_c = form == 0 ? kv_c : mlajit_tensor{};
+            a.k_pe = form == 0 ? k_pe : mlajit_tensor{};
+            a.kv_cache = form == 0 ? mlajit_tensor{} : kv_cache;
+            a.block_table = form == 0 ? mlajit_tensor{} : block_table;
+            MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes[form]));
+            DeviceBuffer<uint8_t> ws(bytes[form]);
+            a.workspace = ws.get();
+            a.workspace_bytes = bytes[form];
+            dout.poison();
+            dlse.poison();
+            const int64_t jit_before = gemm.jit_runs();
+            const mlajit_status st = mlajit_mla_prefill(G->handle, &a, G->stream);
+            if (form == 2) {
+                if (prev_gemm) setenv("MLAJIT_GEMM", prev_gemm->c_str(), 1);
+                else unsetenv("MLAJIT_GEMM");
+            }
+            reload_config();
+            MLAJIT_CHECK_OK(st);
+            outs[form] = dout.download();
+            lses[form] = dlse.download();
+            if (gemm.jit()) CHECK(gemm.jit_runs() > jit_before);
+            if (form > 0) {
+                expect_ok(R::check_out("out (paged)", R::View(outs[form].data(), h * 128, 128), want, kOneCallOutAtolScale));
+                expect_ok(R::check_lse("lse (paged)", R::View(lses[form].data(), h, 1), want, kOneCallLseAtol));
+            }
+        }
+        INFO("heads " << h << " batch " << B << " block_size " << bs << " force_path " << force);
+        int64_t diff_fused = 0, diff_unfused = 0;
+        for (size_t i = 0; i < outs[0].size(); ++i) {
+            diff_unfused += outs[1][i] != outs[0][i];
+            diff_fused += outs[2][i] != outs[0][i];
+        }
+        CHECK_MESSAGE(diff_unfused == 0, diff_unfused << " output elements of the paged form (separate gather) differ from the contiguous form");
+        CHECK_MESSAGE(diff_fused == 0, diff_fused << " output elements of the paged form (MLAJIT_GEMM=fused) differ from the contiguous form");
+        CHECK(std::memcmp(lses[1].data(), lses[0].data(), lses[0].size() * 4) == 0);
+        CHECK(std::memcmp(lses[2].data(), lses[0].data(), lses[0].size() * 4) == 0);
+        // The fused form keeps only the keys' k_pe rows (64 wide) instead of a gathered copy (576 wide).
+        if (gemm.jit() && !prev_gemm) CHECK(bytes[2] < bytes[1]);
+        else if (!prev_gemm) CHECK(bytes[2] == bytes[1]);
+    }
+    if (!bad_page) return;
+    // A block-table entry out of range (device memory: the host cannot see it). The fused up-projection reads
+    // that page's rows as zeros and writes their k_pe as NaN (the separate gather: the whole rows as NaN), so
+    // every query attending one of its keys is NaN, and no other request changes. Masked MHA; the last
+    // request's second page goes bad. Both ways (the default, then MLAJIT_GEMM=fused).
+    for (int fused = 0; fused < 2; ++fused) {
+        INFO("MLAJIT_GEMM=fused " << fused);
+        if (fused && !prev_gemm) setenv("MLAJIT_GEMM", "fused", 1);
+        reload_config();
+        a.force_path = MLAJIT_PATH_MASKED_MHA;
+        a.kv_c = a.k_pe = mlajit_tensor{};
+        a.kv_cache = kv_cache;
+        a.block_table = block_table;
+        auto ws = attach_mla_workspace(G, a);
+        dout.poison();
+        MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
+        const auto good = dout.download();
+        const int64_t last = B - 1;
+        REQUIRE(cu_k[size_t(B)] - cu_k[size_t(last)] > bs);
+        auto bad_table = table;
+        bad_table[size_t(last * max_blocks + 1)] = int32_t(num_blocks + 5);
+        dtable.upload(bad_table);
+        dout.poison();
+        MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
+        const auto bad = dout.download();
+        dtable.upload(table);
+        int64_t changed_elsewhere = 0, nan_rows = 0, attending = 0;
+        for (int64_t t = 0; t < T; ++t) {
+            const bool in_last = t >= cu_q[size_t(last)];
+            bool attends = false;  // query t's index row holds a key of the bad page (positions bs .. 2 bs - 1)
+            for (int64_t j = 0; in_last && j < topk; ++j) {
+                const int32_t k = idx[size_t(t * topk + j)];
+                attends = attends || (k >= bs && k < 2 * bs);
+            }
+            bool row_nan = false;
+            for (int64_t e = 0; e < h * 128; ++e) {
+                const uint16_t v = bad[size_t(t * h * 128 + e)];
+                row_nan = row_nan || std::isnan(R::bf16_to_float(v));
+                if (!in_last) changed_elsewhere += v != good[size_t(t * h * 128 + e)];
+            }
+            nan_rows += row_nan;
+            attending += attends;
+            CHECK_MESSAGE((row_nan || !attends), "query " << t << " attends the bad page but is finite");
+        }
+        CHECK(changed_elsewhere == 0);
+        CHECK(attending > 0);
+        MESSAGE("FIGURE bf16 paged bad page id (masked MHA, block size " << bs << (fused ? ", MLAJIT_GEMM=fused" : "") << "): "
+                << attending << " query rows attend it, " << nan_rows << " rows NaN, " << changed_elsewhere
+                << " elements of other requests changed");
+        if (fused && !prev_gemm) unsetenv("MLAJIT_GEMM");
+        reload_config();
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gpu: paged bf16 cache: the up-projection reading the pages equals the contiguous form, bit for bit") {
+    MLAJIT_REQUIRE_GPU();
+    // Odd lengths, several requests per step (a request with no queries splits the run: two MHA steps),
+    // chunked prefill over cached context, partial last pages, shuffled pages with noise between them.
+    const std::vector<Req> mixed = {{37, 37}, {1, 129}, {130, 701}, {0, 20}, {250, 1001}, {64, 300}};
+    for (int64_t bs : {1, 16, 64, 100}) run_paged_equal(G, 16, mixed, 256, bs);
+    // 128 heads (TP1): 128 x 256 tiles, the column-tile-0 blocks writing k_pe among 128 column tiles.
+    run_paged_equal(G, 128, {{300, 700}, {45, 45}, {200, 200}}, 2048, 64);
+    // A step longer than one 128-row tile many times over, block size not dividing it.
+    run_paged_equal(G, 16, {{1000, 3000}, {513, 513}}, 2048, 100, false);
+}
+
+TEST_CASE("gpu: paged bf16 cache, small (for compute-sanitizer): the fused up-projection") {
+    MLAJIT_REQUIRE_GPU();
+    run_paged_equal(G, 16, {{5, 70}, {3, 3}, {0, 9}, {20, 130}}, 128, 16, false, true);
+    run_paged_equal(G, 16, {{5, 70}, {17, 17}}, 128, 1, false);
 }

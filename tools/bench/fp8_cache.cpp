@@ -4,6 +4,7 @@
 // sparse MQA):
 //   call_bf16   the one call on the bf16 paged cache [num_blocks, 64, 576]
 //   call_fp8    the one call on the FP8 cache [num_blocks, 64, 656] (no bf16 copy of the context)
+//   call_contig the one call on a contiguous bf16 [T_k, 576] copy of the rows (no pages at all)
 //   engine      upconvert every cached token of the batch (the FP8 gather over the whole context) into a
 //               bf16 [T_k, 576] workspace, then the one call on that contiguous bf16 cache
 // plus the upconvert pass alone with its bytes/s, the writer, and the device-to-device copy ceiling.
@@ -183,6 +184,9 @@ bool run_fp8_cache_bench(const Fp8BenchOptions& o, mlajit_handle h, CUstream st,
                     if (a == &eng) {
                         upconvert();
                         check(mlajit_mla_prefill(h, a, st));
+                        // The one call alone on the contiguous bf16 rows (what call_bf16 on the pages is measured against).
+                        const double ms_contig = median_ms(st, [&](int) { check(mlajit_mla_prefill(h, a, st)); }, o.reps);
+                        row(H, "call_contig", path, ms_contig, 0, "the one call on contiguous bf16 [T_k, 576] rows");
                         ms = median_ms(st, [&](int) {
                             upconvert();
                             check(mlajit_mla_prefill(h, a, st));

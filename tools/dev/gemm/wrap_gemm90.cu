@@ -9,6 +9,7 @@ constexpr int MJ_BLOCK_N = WBN;
 constexpr int MJ_STAGES = WBM == 128 ? (WBN == 256 ? 3 : 5) : (WBN == 256 ? 4 : 8);
 constexpr int MJ_B_NMAJOR = WNM;
 constexpr int MJ_K_TILES = WKT;
+constexpr int MJ_A_PAGED = 0;
 constexpr int MJ_ARCH = 90;
 #define MJ_CAT2(a, b) a##b
 #define MJ_CAT(a, b) MJ_CAT2(a, b)
