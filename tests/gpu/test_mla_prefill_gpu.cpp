@@ -234,6 +234,15 @@ TEST_CASE("gpu: mla_prefill takes the engine's inputs: model top-k below the pad
     run_mla_case(G, {16, {{40, 100}, {7, 77}}, 64, true, 0, false, 1});
 }
 
+TEST_CASE("gpu: mla_prefill, a sparse request longer than one step (chunked): split and paged latents") {
+    MLAJIT_REQUIRE_GPU();
+    // 128 heads: the sparse step takes 3,840 queries at most, so 4,000 queries run as two chunks, the second
+    // of 160 queries, reading the keys the first packed (or gathered) into the workspace (wrong before
+    // 2341f4d: their offset followed the chunk's query count). The sampled rows include the last one.
+    run_mla_case(G, {128, {{4000, 4500}, {30, 60}}, 2048, false});
+    run_mla_case(G, {128, {{4000, 4500}}, 2048, false, 0, false, 64});
+}
+
 TEST_CASE("gpu: mla_prefill is right at every token count of a GEMM class (the class's algorithm, checked, reused)") {
     MLAJIT_REQUIRE_GPU();
     // The projections' cuBLASLt algorithm is chosen once per power-of-two class of M (the token count) and
