@@ -56,6 +56,10 @@ public:
     void upload(const std::vector<T>& host) {
         REQUIRE(host.size() == n_);
         if (n_) MLAJIT_CU(cuMemcpyHtoD(ptr_, host.data(), n_ * sizeof(T)), "uploading test data");
+        // From pageable memory cuMemcpyHtoD may return once the bytes are staged, before the DMA lands, and
+        // the tests' non-blocking stream does not wait for it: a kernel could read the old contents (the
+        // 2026-12-04 soak: one block of a top-k mask built from the poison's -1 indices, 4 rows empty).
+        MLAJIT_CU(cuCtxSynchronize(), "waiting for the upload");
     }
     std::vector<T> download() const {
         std::vector<T> h(n_);

@@ -48,6 +48,8 @@ public:
     template <typename T>
     void upload(const std::vector<T>& host) {
         if (!host.empty()) MLAJIT_CU(cuMemcpyHtoD(p_, host.data(), host.size() * sizeof(T)), "uploading");
+        // A pageable cuMemcpyHtoD may return before its DMA lands; a non-blocking stream does not wait for it.
+        MLAJIT_CU(cuCtxSynchronize(), "waiting for the upload");
     }
     template <typename T>
     std::vector<T> download(size_t n) const {

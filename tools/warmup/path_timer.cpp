@@ -33,6 +33,9 @@ struct DevMem {
     void upload(const std::vector<T>& h) {
         if (h.size() * sizeof(T) > bytes) alloc(h.size() * sizeof(T));
         MLAJIT_CU(cuMemcpyHtoD(p, h.data(), h.size() * sizeof(T)), "uploading calibration inputs");
+        // A pageable cuMemcpyHtoD may return before its DMA lands; the timer's non-blocking stream does not
+        // wait for it.
+        MLAJIT_CU(cuCtxSynchronize(), "waiting for the calibration inputs");
     }
 };
 
