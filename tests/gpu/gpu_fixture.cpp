@@ -1,5 +1,9 @@
 #include "gpu/gpu_fixture.h"
 
+#include <cmath>
+
+#include "reference/bf16.h"
+
 #include "common/error.h"
 #include "mlajit/mlajit.hpp"
 
@@ -85,6 +89,33 @@ ref::AttnResult mla_reference(ref::View q_nope, ref::View q_pe, ref::View kv_c, 
     da.sm_scale = sm_scale;
     da.rows = rows;
     return ref::dsa_prefill_reference(da);
+}
+
+BadPageTally tally_bad_page(const std::vector<uint16_t>& good, const std::vector<uint16_t>& bad,
+                            const std::vector<int32_t>& idx, int64_t width, int64_t heads, int64_t first_query_of_last,
+                            int64_t bs) {
+    BadPageTally n;
+    const int64_t row = heads * 128, T = int64_t(bad.size()) / row;
+    REQUIRE(good.size() == bad.size());
+    for (int64_t t = 0; t < T; ++t) {
+        const bool in_last = t >= first_query_of_last;
+        bool attends = false;  // does query t's index row hold a key of the bad page?
+        for (int64_t j = 0; in_last && j < width; ++j) {
+            const int32_t k = idx[size_t(t * width + j)];
+            attends = attends || (k >= bs && k < 2 * bs);
+        }
+        bool row_nan = false;
+        for (int64_t e = 0; e < row; ++e) {
+            const uint16_t v = bad[size_t(t * row + e)];
+            row_nan = row_nan || std::isnan(ref::bf16_to_float(v));
+            if (!in_last) n.changed_elsewhere += v != good[size_t(t * row + e)];
+        }
+        n.nan_rows += row_nan;
+        n.nan_rows_not_attending += row_nan && !attends;
+        n.attending += attends;
+        CHECK_MESSAGE((row_nan || !attends), "query " << t << " attends the bad page but is finite");
+    }
+    return n;
 }
 
 }  // namespace mlajit::test

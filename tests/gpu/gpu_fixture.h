@@ -130,4 +130,17 @@ ref::AttnResult mla_reference(ref::View q_nope, ref::View q_pe, ref::View kv_c, 
                               int64_t heads, const std::vector<int32_t>& cu_q, const std::vector<int32_t>& cu_k,
                               double sm_scale, const std::vector<int64_t>& rows);
 
+// The outputs [T, heads, 128] of one call before (`good`) and after (`bad`) the last request's second page
+// (its keys bs .. 2 bs - 1) was made an out-of-range block-table entry, over the index rows idx [T, width].
+// Checks (doctest) that every query of the last request attending a key of that page is NaN, and tallies.
+struct BadPageTally {
+    int64_t attending = 0;               // queries whose index row holds a key of the bad page
+    int64_t nan_rows = 0;                // queries with a NaN output element
+    int64_t nan_rows_not_attending = 0;  // of those, queries that do not attend the page (they share a tile)
+    int64_t changed_elsewhere = 0;       // output elements of the other requests that changed
+};
+BadPageTally tally_bad_page(const std::vector<uint16_t>& good, const std::vector<uint16_t>& bad,
+                            const std::vector<int32_t>& idx, int64_t width, int64_t heads, int64_t first_query_of_last,
+                            int64_t bs);
+
 }  // namespace mlajit::test

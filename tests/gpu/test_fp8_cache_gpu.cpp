@@ -273,30 +273,12 @@ void run_fp8_case(Gpu* G, const Fp8Case& c) {
     dout.poison();
     MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
     const auto bad = dout.download();
-    int64_t changed_elsewhere = 0, nan_rows = 0, nan_rows_not_attending = 0, attending = 0;
-    for (int64_t t = 0; t < T; ++t) {
-        const bool in_last = t >= cu_q[size_t(last)];
-        bool attends = false;  // does query t's index row hold a key of the bad page (positions bs .. 2 bs - 1)?
-        for (int64_t j = 0; in_last && j < c.width; ++j) {
-            const int32_t k = idx[size_t(t * c.width + j)];
-            attends = attends || (k >= c.block_size && k < 2 * c.block_size);
-        }
-        bool row_nan = false;
-        for (int64_t e = 0; e < h * 128; ++e) {
-            const uint16_t v = bad[size_t(t * h * 128 + e)];
-            row_nan = row_nan || std::isnan(R::bf16_to_float(v));
-            if (!in_last) changed_elsewhere += v != good[size_t(t * h * 128 + e)];
-        }
-        nan_rows += row_nan;
-        nan_rows_not_attending += row_nan && !attends;
-        attending += attends;
-        CHECK_MESSAGE((row_nan || !attends), "query " << t << " attends the bad page but is finite");
-    }
-    CHECK(changed_elsewhere == 0);
-    CHECK(nan_rows > 0);
-    MESSAGE("FIGURE fp8 bad page id (device-side, masked MHA): " << attending << " query rows attend the bad page, "
-            << nan_rows << " rows NaN (" << nan_rows_not_attending << " of them by sharing a tile), "
-            << changed_elsewhere << " elements of other requests changed");
+    const BadPageTally n = tally_bad_page(good, bad, idx, c.width, h, cu_q[size_t(last)], c.block_size);
+    CHECK(n.changed_elsewhere == 0);
+    CHECK(n.nan_rows > 0);
+    MESSAGE("FIGURE fp8 bad page id (device-side, masked MHA): " << n.attending << " query rows attend the bad page, "
+            << n.nan_rows << " rows NaN (" << n.nan_rows_not_attending << " of them by sharing a tile), "
+            << n.changed_elsewhere << " elements of other requests changed");
 }
 
 }  // namespace

@@ -391,28 +391,11 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
         MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
         const auto bad = dout.download();
         dtable.upload(table);
-        int64_t changed_elsewhere = 0, nan_rows = 0, attending = 0;
-        for (int64_t t = 0; t < T; ++t) {
-            const bool in_last = t >= cu_q[size_t(last)];
-            bool attends = false;  // query t's index row holds a key of the bad page (positions bs .. 2 bs - 1)
-            for (int64_t j = 0; in_last && j < topk; ++j) {
-                const int32_t k = idx[size_t(t * topk + j)];
-                attends = attends || (k >= bs && k < 2 * bs);
-            }
-            bool row_nan = false;
-            for (int64_t e = 0; e < h * 128; ++e) {
-                const uint16_t v = bad[size_t(t * h * 128 + e)];
-                row_nan = row_nan || std::isnan(R::bf16_to_float(v));
-                if (!in_last) changed_elsewhere += v != good[size_t(t * h * 128 + e)];
-            }
-            nan_rows += row_nan;
-            attending += attends;
-            CHECK_MESSAGE((row_nan || !attends), "query " << t << " attends the bad page but is finite");
-        }
-        CHECK(changed_elsewhere == 0);
-        CHECK(attending > 0);
+        const BadPageTally n = tally_bad_page(good, bad, idx, topk, h, cu_q[size_t(last)], bs);
+        CHECK(n.changed_elsewhere == 0);
+        CHECK(n.attending > 0);
         MESSAGE("FIGURE bf16 paged bad page id (masked MHA, block size " << bs << (fused ? ", MLAJIT_GEMM=fused" : "") << "): "
-                << attending << " query rows attend it, " << nan_rows << " rows NaN, " << changed_elsewhere
+                << n.attending << " query rows attend it, " << n.nan_rows << " rows NaN, " << n.changed_elsewhere
                 << " elements of other requests changed");
         if (fused && !prev_gemm) unsetenv("MLAJIT_GEMM");
         reload_config();
