@@ -22,7 +22,7 @@ struct MlaShapes {
     bool kv_fp8 = false;     // paged, and kv_cache is the FP8 cache (uint8 [num_blocks, block_size, 656])
     int64_t num_blocks = 0, block_size = 0, max_blocks = 0;
     bool has_lse = false;
-    // Set by the caller for the arch (use_fused_paged_gemm), not by check_mla_args: a bf16 paged cache whose
+    // Set by the caller (mla_paged_fused), not by check_mla_args: a bf16 paged cache whose
     // MHA up-projection gathers its rows inside the Hopper GEMM (no kv_gather buffer; a k_pe buffer instead).
     bool paged_fused = false;
 };
@@ -79,10 +79,10 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
 std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s, const int32_t* cu_q,
                                  const int32_t* cu_k, int force_path);
 
-// fused_paged: use_fused_paged_gemm on the handle's arch (the size of what mla_prefill will run there).
+// fused_paged: the handle's GemmRunner::fused_paged() (the size of what mla_prefill will run there).
 size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged = false);
-// Whether a call with shapes s on arch takes the fused paged up-projection (sets nothing).
-bool mla_paged_fused(const MlaShapes& s, const Arch& arch);
+// Whether a call with shapes s takes the fused paged up-projection, given GemmRunner::fused_paged() (sets nothing).
+bool mla_paged_fused(const MlaShapes& s, bool fused_paged_gemm);
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream);
 
 }  // namespace mlajit

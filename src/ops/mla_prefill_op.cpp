@@ -252,7 +252,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
     MlaShapes s = check_mla_args(a, true);
-    s.paged_fused = mla_paged_fused(s, h.arch()) && h.gemm().jit();  // the size query decides alike (c_api.cpp)
+    s.paged_fused = mla_paged_fused(s, h.gemm().fused_paged());  // as the size query (c_api.cpp)
     const auto paths = plan_mla_paths(h.gpu_name(), s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     const MlaSchedule sch = schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths);
     if (a.workspace_bytes < sch.workspace_bytes)

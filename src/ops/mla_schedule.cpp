@@ -276,11 +276,11 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
     return paths;
 }
 
-bool mla_paged_fused(const MlaShapes& s, const Arch& arch) { return s.paged && !s.kv_fp8 && use_fused_paged_gemm(arch); }
+bool mla_paged_fused(const MlaShapes& s, bool fused_paged_gemm) { return s.paged && !s.kv_fp8 && fused_paged_gemm; }
 
 size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged) {
     MlaShapes s = check_mla_args(a, false);
-    s.paged_fused = fused_paged && s.paged && !s.kv_fp8;
+    s.paged_fused = mla_paged_fused(s, fused_paged);
     const auto paths = plan_mla_paths(gpu_name, s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     return schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths).workspace_bytes;
 }
