@@ -15,6 +15,32 @@ typedef long long mj_i64;
 // The key vector of head h is [k_nope(128) ; k_pe(64)]: k_pe has its own strides, so a k_pe shared by all
 // heads is kp_stride_head = 0, and one packed k [T_k, h, 192] is k_nope = k, k_pe = k + 128.
 // ---------------------------------------------------------------------------------------------------------
+
+// The portable MHA kernel's fused K/V up-projection (MJ_UP_PROJ = 1; the one-call prefill's small dense
+// steps): before attending, the block of (head, request) writes its own head's k_nope / v rows of the request
+// (at MhaFwdParams::k_nope / v, which must be distinct writable [T_k, h, 128] views, k_nope ; v per head) as
+// latent rows . W_kv_b_h^T, so the step is one launch instead of a GEMM and an MHA launch. Each request then
+// needs s_q <= MJ_BLOCK_M (one block per head and request). Latent rows come from kv_c (key t's row at
+// kv_c + t * kv_stride, t the global key number; MhaFwdParams::k_pe gives k_pe as usual) or, when pages is
+// not NULL, from the paged bf16 cache, k_pe included (MhaFwdParams::k_pe unused); a block-table entry
+// outside [0, num_blocks) gives its keys NaN rows, as the paged gather does.
+// ---------------------------------------------------------------------------------------------------------
+struct MhaUpProj {
+    const void* kv_c;         // bf16 latent rows [T_k, >= 512], row stride kv_stride (contiguous form)
+    mj_i64 kv_stride;
+    const void* w;            // bf16 W_kv_b [h * 256, 512]: rows 256h .. 256h + 127 give k_nope, the next 128 v
+    mj_i64 w_stride;
+    const void* pages;        // bf16 [num_blocks, block_size, 576], or NULL (contiguous form)
+    mj_i64 page_stride, tok_stride;
+    const int* block_table;   // int32 [batch, max_blocks]: row b = request b of cu_seqlens_k
+    mj_i64 bt_stride;
+    int block_size, num_blocks, max_blocks;
+};
+// Shared memory of the fused up-projection (reused by the attention after it): two stages of 64 latent rows
+// x 64 columns and the head's 256 W_kv_b rows x 64 columns.
+static constexpr int mj_mha_up_keys = 64;
+static constexpr int mj_mha_up_smem_bytes() { return 2 * (mj_mha_up_keys * 64 * 2 + 256 * 64 * 2); }
+
 struct MhaFwdParams {
     const void* q;        // bf16 [T_q, h, 192]
     mj_i64 q_stride_tok, q_stride_head;
@@ -40,6 +66,10 @@ struct MhaFwdParams {
     int max_seqlen_k;
     float sm_scale;           // softmax scale applied to q.k
     float sm_scale_log2;      // sm_scale * log2(e), for exp2-based softmax
+    // The rope part of q (portable tier): bf16 [T_q, h, 64]; NULL means q + 128 with q's strides (a packed q).
+    const void* q_pe;
+    mj_i64 qp_stride_tok, qp_stride_head;
+    MhaUpProj up;             // read only by the portable kernel's MJ_UP_PROJ = 1 variant
 };
 
 // The Hopper tier of MHA (kernels_src/mha/sm90.cuh, sm_90a) takes the same MhaFwdParams plus four TMA tensor

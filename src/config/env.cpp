@@ -23,6 +23,7 @@ const std::vector<EnvVarDoc>& env_var_docs() {
         {"MLAJIT_PATH", "auto", "auto, dense_mha, masked_mha, sparse_mqa: force the prefill path"},
         {"MLAJIT_TIER", "auto", "auto: Hopper tier (wgmma, TMA) on sm_90a, portable elsewhere; portable: mma.sync tier everywhere"},
         {"MLAJIT_GEMM", "auto", "auto: mlajit's own GEMM kernel for the projections on the Hopper tier, cuBLASLt elsewhere; cublaslt: cuBLASLt everywhere; fused: auto, and a paged bf16 cache's K/V up-projection reads the pages itself (no separate gather; less workspace; measured no faster)"},
+        {"MLAJIT_SMALL_STEP_KEYS", "64", "dense MHA steps of the one-call prefill whose requests have at most this many keys (and at most 64 new tokens) run as one launch: the MHA kernel computes its head's K/V up-projection itself; 0: always a separate up-projection GEMM"},
         {"MLAJIT_MASKED_MHA_MAX_SEQ", "(planner)", "masked MHA for requests with s_k up to this, sparse MQA above"},
         {"MLAJIT_PLAN_TABLE", "(cache)", "calibration table file for the planner"},
         {"MLAJIT_LOCK_TIMEOUT_MS", "120000", "how long to wait for another process compiling the same kernel"},
@@ -136,6 +137,8 @@ Config parse_config(const EnvLookup& getenv) {
         else if (*v == "fused") c.gemm = GemmChoice::fused;
         else bad("MLAJIT_GEMM", *v, "auto, cublaslt, fused");
     }
+    if (auto v = nonempty(getenv, "MLAJIT_SMALL_STEP_KEYS"))
+        c.small_step_keys = *v == "0" ? 0 : (int)parse_positive("MLAJIT_SMALL_STEP_KEYS", *v, 65536);
     if (auto v = nonempty(getenv, "MLAJIT_MASKED_MHA_MAX_SEQ"))
         c.masked_mha_max_seq = parse_positive("MLAJIT_MASKED_MHA_MAX_SEQ", *v, 1L << 30);
     if (auto v = nonempty(getenv, "MLAJIT_PLAN_TABLE")) c.plan_table = *v;

@@ -33,7 +33,7 @@ Arch Arch::for_compute_capability(int major, int minor) {
 const FamilyInfo& family_info(Family f) {
     static const FamilyInfo infos[kNumFamilies] = {
         {Family::mha_fwd, "mha_fwd", "mha/sm80.cuh", "mlajit_mha_fwd",
-         {"BLOCK_M", "BLOCK_N", "WARPS", "STAGES", "MASKED", "D_NOPE", "D_ROPE", "D_V"}},
+         {"BLOCK_M", "BLOCK_N", "WARPS", "STAGES", "MASKED", "D_NOPE", "D_ROPE", "D_V", "UP_PROJ"}},
         {Family::sparse_mqa_fwd, "sparse_mqa_fwd", "sparse_mqa/sm80.cuh", "mlajit_sparse_mqa_fwd",
          {"BLOCK_H", "BLOCK_N", "WARPS", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
         {Family::topk_mask, "topk_mask", "topk_mask/sm80.cuh", "mlajit_topk_mask", {"ROWS_PER_BLOCK"}},

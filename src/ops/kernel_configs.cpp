@@ -1,5 +1,7 @@
 #include "ops/kernel_configs.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "config/env.h"
 #include "mlajit_abi.h"
@@ -103,6 +105,14 @@ KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked) {
     return s;
 }
 
+KernelSpec mha_up_spec(const Arch& arch) {
+    // The arch's portable tile (MLAJIT_MHA_TILE applies where the portable tier is the arch's tier; the Hopper
+    // tier's 128x128 is not a tile of this template, so the portable default there).
+    KernelSpec s = mha_spec(arch, use_hopper_tier(arch) ? supported_mha_tiles()[0] : mha_tile_for(arch), false);
+    s.p[8] = 1;  // UP_PROJ
+    return s;
+}
+
 KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong) {
     KernelSpec s;
     s.family = Family::mha_fwd_sm90;
@@ -191,7 +201,8 @@ constexpr int kMha90MaskStageBytes = 4096;
 int mha_smem_bytes(const KernelSpec& s) {
     if (s.family == Family::mha_fwd_sm90)
         return mj_mha90_smem_bytes(s.p[0], s.p[1], s.p[2], kDimQkMha, kDimV) + (s.p[3] ? kMha90MaskStageBytes : 0);
-    return mj_mha_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMha, kDimV);
+    const int attention = mj_mha_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMha, kDimV);
+    return s.p[8] ? std::max(attention, mj_mha_up_smem_bytes()) : attention;  // UP_PROJ reuses it first
 }
 int mha_threads(const KernelSpec& s) {
     if (s.family == Family::mha_fwd_sm90) return mj_mha90_threads(s.p[0]);

@@ -25,6 +25,10 @@ struct MlaShapes {
     // Set by the caller (mla_paged_fused), not by check_mla_args: a bf16 paged cache whose
     // MHA up-projection gathers its rows inside the Hopper GEMM (no kv_gather buffer; a k_pe buffer instead).
     bool paged_fused = false;
+    // Set by the caller (enable_small_steps), not by check_mla_args: dense steps whose requests all have
+    // s_q <= small_max_q and s_k <= small_max_keys run in one launch (the portable MHA kernel computes each
+    // head's K/V rows itself, mha_up_spec). 0: never.
+    int small_max_q = 0, small_max_keys = 0;
 };
 
 // Validates every argument (names the bad one); device pointers may be NULL when `need_data` is false
@@ -43,6 +47,7 @@ struct MlaStep {
     int64_t max_s_k = 0;      // longest request of the step (mask row length)
     bool first_chunk = true;  // MQA: first chunk of its request, which packs the request's latent rows
     bool chunk = false;       // MQA: part of one request's queries (else whole requests [r0, r1))
+    bool small = false;       // dense MHA in one launch, K/V up-projection inside (MlaShapes::small_max_*)
 };
 
 // Byte offsets inside the workspace of one step's buffers (0 = not used), and the step's total.
@@ -81,6 +86,10 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
 
 // fused_paged: the handle's GemmRunner::fused_paged() (the size of what mla_prefill will run there).
 size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged = false);
+// Sets s.small_max_q / small_max_keys for a call on arch (MLAJIT_SMALL_STEP_KEYS; the FP8 cache and inputs
+// whose rows are not 16-byte aligned keep the separate up-projection). The workspace query leaves them 0;
+// schedule_mla sizes every step as if it were not small either, so the query and the call need the same bytes.
+void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill_args& a);
 // Whether a call with shapes s takes the fused paged up-projection, given GemmRunner::fused_paged() (sets nothing).
 bool mla_paged_fused(const MlaShapes& s, bool fused_paged_gemm);
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream);

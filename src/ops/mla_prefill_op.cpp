@@ -2,9 +2,12 @@
 // and the attention ops, all on the caller's stream. Buffers of a step live in the workspace at the
 // offsets of step_layout(); MHA steps see them through "virtual bases" (buffer - first token * row), so
 // the attention kernels index the sub-batch by the caller's absolute cu_seqlens entries.
+#include <algorithm>
+
 #include "common/error.h"
 #include "mlajit/mlajit.hpp"
 #include "cuda/driver_api.h"
+#include "mlajit_abi.h"
 #include "ops/gemm.h"
 #include "ops/kernel_configs.h"
 #include "ops/mla_prefill.h"
@@ -70,8 +73,74 @@ void gather_pages(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     paged_gather(h, g, stream);
 }
 
+// A small dense step in one launch (st.small): the portable MHA kernel's UP_PROJ variant, one block per
+// (head, request), computes its head's k_nope / v rows into the workspace, then attends. q, k_pe and the
+// latent rows (or pages) are read in place: no packing copies, no gather, no GEMM launch.
+void run_small_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* ws,
+                        CUstream stream) {
+    const MlaStepLayout l = step_layout(s, st);
+    const int64_t H = s.heads, kv_row = H * (kDimNope + kDimV);
+    const void* kv_base = offset(offset(ws, int64_t(l.kv_up), 1), -st.k0 * kv_row, 2);  // indexed by global key
+    MhaFwdParams p{};
+    p.q = a.q_nope.data;
+    p.q_stride_tok = a.q_nope.stride[0];
+    p.q_stride_head = a.q_nope.stride[1];
+    p.q_pe = a.q_pe.data;
+    p.qp_stride_tok = a.q_pe.stride[0];
+    p.qp_stride_head = a.q_pe.stride[1];
+    p.k_nope = kv_base;
+    p.v = offset(kv_base, kDimNope, 2);
+    p.kn_stride_tok = p.v_stride_tok = kv_row;
+    p.kn_stride_head = p.v_stride_head = kDimNope + kDimV;
+    MhaUpProj& u = p.up;
+    u.w = a.w_kv_b.data;
+    u.w_stride = a.w_kv_b.stride[0];
+    if (s.paged) {  // k_pe comes from the pages too (p.k_pe unused)
+        u.pages = a.kv_cache.data;
+        u.page_stride = a.kv_cache.stride[0];
+        u.tok_stride = a.kv_cache.stride[1];
+        u.block_table = static_cast<const int32_t*>(a.block_table.data) + st.r0 * a.block_table.stride[0];
+        u.bt_stride = a.block_table.stride[0];
+        u.block_size = int(s.block_size);
+        u.num_blocks = int(s.num_blocks);
+        u.max_blocks = int(s.max_blocks);
+        p.k_pe = kv_base;
+    } else {
+        u.kv_c = a.kv_c.data;
+        u.kv_stride = a.kv_c.stride[0];
+        p.k_pe = a.k_pe.data;
+        p.kp_stride_tok = a.k_pe.stride[0];
+    }
+    p.out = a.out.data;
+    p.o_stride_tok = a.out.stride[0];
+    p.o_stride_head = a.out.stride[1];
+    if (s.has_lse) {
+        p.lse = static_cast<float*>(a.lse.data);
+        p.lse_stride_tok = a.lse.stride[0];
+    } else {
+        p.lse = static_cast<float*>(offset(ws, int64_t(l.lse) - st.t0 * H * 4, 1));
+        p.lse_stride_tok = H;
+    }
+    p.lse_stride_head = 1;
+    p.cu_seqlens_q = static_cast<const int*>(a.cu_seqlens_q.data) + st.r0;
+    p.cu_seqlens_k = static_cast<const int*>(a.cu_seqlens_k.data) + st.r0;
+    p.batch = int(st.r1 - st.r0);
+    p.num_heads = int(H);
+    for (int64_t r = st.r0; r < st.r1; ++r) {
+        p.max_seqlen_q = std::max(p.max_seqlen_q, a.cu_seqlens_q_host[r + 1] - a.cu_seqlens_q_host[r]);
+        p.max_seqlen_k = std::max(p.max_seqlen_k, a.cu_seqlens_k_host[r + 1] - a.cu_seqlens_k_host[r]);
+    }
+    p.sm_scale = a.sm_scale;
+    p.sm_scale_log2 = a.sm_scale * 1.4426950408889634f;
+    const KernelSpec spec = mha_up_spec(h.arch());
+    if (p.max_seqlen_q > spec.p[0])  // schedule_mla's rule: one block per (head, request) writes its K/V rows
+        fail(MLAJIT_ERROR_INTERNAL, "a small MHA step has a request of {} queries, more than the kernel's {}", p.max_seqlen_q, spec.p[0]);
+    h.launch(spec, Dim3{1, unsigned(H), unsigned(p.batch)}, mha_threads(spec), mha_smem_bytes(spec), &p, stream);
+}
+
 void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* ws,
                   CUstream stream) {
+    if (st.small) return run_small_mha_step(h, a, s, st, ws, stream);
     const MlaStepLayout l = step_layout(s, st);
     const int64_t H = s.heads, kv_row = H * (kDimNope + kDimV);
     const int64_t tq_end = st.t1, tk_end = st.k1;  // tensors seen by the kernels end at the run's last token
@@ -253,6 +322,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
     MlaShapes s = check_mla_args(a, true);
     s.paged_fused = mla_paged_fused(s, h.gemm().fused_paged());  // as the size query (c_api.cpp)
+    enable_small_steps(s, h.arch(), a);
     const auto paths = plan_mla_paths(h.gpu_name(), s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     const MlaSchedule sch = schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths);
     if (a.workspace_bytes < sch.workspace_bytes)

@@ -157,6 +157,8 @@ MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
         if (!s.kv_packed && !(s.paged && !s.kv_fp8 && !st.chunk)) l.kv_pack = take(tk * kDimQkMqa * 2);
         l.q_mqa = take(tq * h * kDimQkMqa * 2);
         l.latent = take(tq * h * kDimLatent * 2);
+    } else if (st.small) {  // the MHA kernel writes the K/V rows itself and reads q / the latent rows in place
+        l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
     } else {
         l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
         // A paged bf16 cache on the Hopper GEMM: the up-projection reads the pages itself and leaves the
@@ -179,9 +181,16 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
     auto request = [&](int64_t r, Path p) {
         return MlaStep{p, r, r + 1, cu_q[r], cu_q[r + 1], cu_k[r], cu_k[r + 1], cu_k[r + 1] - cu_k[r], true};
     };
-    auto add = [&](const MlaStep& st) {
+    auto add = [&](MlaStep st) {
+        st.small = st.path == Path::dense_mha && s.small_max_keys > 0 && st.r1 - st.r0 <= 65535;  // grid z: requests
+        for (int64_t r = st.r0; r < st.r1 && st.small; ++r)
+            st.small = cu_q[r + 1] - cu_q[r] <= s.small_max_q && cu_k[r + 1] - cu_k[r] <= s.small_max_keys;
         sch.steps.push_back(st);
-        sch.workspace_bytes = std::max(sch.workspace_bytes, step_layout(s, st).end);
+        // Sized as if no step were small (the workspace query cannot see the pointers' alignment, which
+        // decides it): a small step's buffers are a prefix-subset of the same step's without it.
+        MlaStep sized = st;
+        sized.small = false;
+        sch.workspace_bytes = std::max(sch.workspace_bytes, step_layout(s, sized).end);
     };
     // Sparse MQA: a chunk's absorbed queries + latent outputs (+ scratch lse) must fit the chunk budget.
     const size_t per_query = size_t(s.heads) * (kDimQkMqa * 2 + kDimLatent * 2 + (s.has_lse ? 0 : 4));
@@ -274,6 +283,22 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
     const Plan plan = cached_planner(gpu_name, int(s.heads), int(s.topk), s.kv_fp8 ? KvFormat::fp8 : KvFormat::bf16).plan(reqs);
     for (size_t i = 0; i < reqs.size(); ++i) paths[index[i]] = plan.requests[i].path;
     return paths;
+}
+
+void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill_args& a) {
+    s.small_max_q = s.small_max_keys = 0;
+    if (config().small_step_keys <= 0 || s.kv_fp8) return;
+    // The kernel copies 16-byte chunks of every row it reads (q, k_pe, latent rows, W_kv_b).
+    auto aligned = [](const mlajit_tensor& t, int strided_dims) {
+        bool ok = reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+        for (int d = 0; d < strided_dims; ++d) ok = ok && t.stride[d] % 8 == 0;
+        return ok;
+    };
+    bool ok = aligned(a.q_nope, 2) && aligned(a.q_pe, 2) && aligned(a.w_kv_b, 1);
+    ok = ok && (s.paged ? aligned(a.kv_cache, 2) : aligned(a.kv_c, 1) && aligned(a.k_pe, 1));
+    if (!ok) return;
+    s.small_max_q = mha_up_spec(arch).p[0];
+    s.small_max_keys = config().small_step_keys;
 }
 
 bool mla_paged_fused(const MlaShapes& s, bool fused_paged_gemm) { return s.paged && !s.kv_fp8 && fused_paged_gemm; }

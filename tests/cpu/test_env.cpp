@@ -65,6 +65,13 @@ TEST_CASE("env: good values parse") {
     CHECK(c.lock_timeout_ms == 500);
 }
 
+TEST_CASE("env: MLAJIT_SMALL_STEP_KEYS, 0 turns the one-launch small steps off") {
+    CHECK(parse_config(env({})).small_step_keys == 64);
+    CHECK(parse_config(env({{"MLAJIT_SMALL_STEP_KEYS", "0"}})).small_step_keys == 0);
+    CHECK(parse_config(env({{"MLAJIT_SMALL_STEP_KEYS", "512"}})).small_step_keys == 512);
+    CHECK_THROWS(parse_config(env({{"MLAJIT_SMALL_STEP_KEYS", "65537"}})));
+}
+
 TEST_CASE("env: bad values name the variable and the allowed values") {
     struct Case {
         const char* var;
@@ -77,7 +84,8 @@ TEST_CASE("env: bad values name the variable and the allowed values") {
                    Case{"MLAJIT_MQA_TILE", "64xq", "whole number"}, Case{"MLAJIT_PATH", "fast", "sparse_mqa"},
                    Case{"MLAJIT_TIER", "hopper", "auto, portable"},
                    Case{"MLAJIT_MASKED_MHA_MAX_SEQ", "-5", "whole number"},
-                   Case{"MLAJIT_LOCK_TIMEOUT_MS", "1e3", "whole number"}}) {
+                   Case{"MLAJIT_LOCK_TIMEOUT_MS", "1e3", "whole number"},
+                   Case{"MLAJIT_SMALL_STEP_KEYS", "-1", "whole number"}}) {
         CAPTURE(k.var);
         CAPTURE(k.value);
         std::string msg = error_of({{k.var, k.value}});

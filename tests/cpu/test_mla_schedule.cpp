@@ -408,3 +408,87 @@ TEST_CASE("mla_prefill: the chunks of one sparse request find its packed keys wh
         }
     }
 }
+
+TEST_CASE("mla schedule: small dense steps run in one launch, with a subset of the step's buffers") {
+    // Requests 16/16, 64/128, 1/100 (small), 100/100 (more queries than one MHA block), 19/19 (small).
+    const int32_t cu_q[] = {0, 16, 80, 81, 181, 200};
+    const int32_t cu_k[] = {0, 16, 144, 244, 344, 363};
+    MlaShapes s;
+    s.heads = 16;
+    s.batch = 5;
+    s.total_q = 200;
+    s.total_k = 363;
+    s.width = s.topk = 2048;
+    s.small_max_q = 64;
+    s.small_max_keys = 128;
+    const std::vector<Path> all_dense(5, Path::dense_mha);
+    const MlaSchedule one = schedule_mla(s, cu_q, cu_k, all_dense);
+    REQUIRE(one.steps.size() == 1);
+    CHECK_FALSE(one.steps[0].small);  // request 3 has 100 queries: the step keeps the GEMM
+    const std::vector<Path> split = {Path::dense_mha, Path::dense_mha, Path::dense_mha, Path::masked_mha, Path::dense_mha};
+    const MlaSchedule sch = schedule_mla(s, cu_q, cu_k, split);
+    REQUIRE(sch.steps.size() == 3);
+    CHECK(sch.steps[0].small);
+    CHECK_FALSE(sch.steps[1].small);  // masked MHA is never a small step
+    CHECK(sch.steps[2].small);
+    for (const MlaStep& st : sch.steps) {
+        const MlaStepLayout l = step_layout(s, st);
+        CHECK(l.end <= sch.workspace_bytes);
+        if (!st.small) continue;
+        CHECK(l.kv_up > 0);
+        CHECK(l.q_pack == 0);  // q is read in place, split or packed
+        CHECK(l.kv_gather == 0);
+        CHECK(l.kpe == 0);
+        MlaStep big = st;
+        big.small = false;
+        CHECK(step_layout(s, big).end >= l.end);  // so the size query (small steps off) is an upper bound
+    }
+    MlaShapes off = s;
+    off.small_max_keys = 0;
+    const MlaSchedule off_sch = schedule_mla(off, cu_q, cu_k, split);
+    for (const MlaStep& st : off_sch.steps) CHECK_FALSE(st.small);
+    // The workspace query runs with small steps off: the call must need exactly what it said.
+    CHECK(sch.workspace_bytes == off_sch.workspace_bytes);
+    MlaShapes few_keys = s;
+    few_keys.small_max_keys = 100;  // request 1 has 128 keys
+    CHECK_FALSE(schedule_mla(few_keys, cu_q, cu_k, split).steps[0].small);
+}
+
+TEST_CASE("mla schedule: enable_small_steps takes aligned bf16 inputs only") {
+    const Arch hopper = Arch::parse("sm_90a"), ampere = Arch::parse("sm_80");
+    mlajit_mla_prefill_args a = good_args();
+    MlaShapes s = check_mla_args(a, true);
+    enable_small_steps(s, hopper, a);
+    CHECK(s.small_max_q == mha_up_spec(hopper).p[0]);
+    CHECK(s.small_max_q == 64);
+    CHECK(s.small_max_keys == 64);
+    enable_small_steps(s, ampere, a);
+    CHECK(s.small_max_q == mha_up_spec(ampere).p[0]);
+    CHECK(mha_up_spec(ampere).p[8] == 1);
+    CHECK(mha_up_spec(hopper).family == Family::mha_fwd);  // the portable kernel on Hopper too
+    // Rows off 16 bytes: the kernel's 16-byte copies cannot read them. check_mla_args refuses most such
+    // inputs itself; whatever it accepts must keep the separate up-projection.
+    auto unaligned = [&](auto mutate) {
+        mlajit_mla_prefill_args b = a;
+        mutate(b);
+        MlaShapes sb;
+        try {
+            sb = check_mla_args(b, true);
+        } catch (const Error&) {
+            return true;  // refused before any schedule
+        }
+        enable_small_steps(sb, hopper, b);
+        return sb.small_max_keys == 0;
+    };
+    CHECK(unaligned([](mlajit_mla_prefill_args& b) { b.kv_c.data = static_cast<char*>(b.kv_c.data) + 2; }));
+    CHECK(unaligned([](mlajit_mla_prefill_args& b) { b.k_pe.data = static_cast<char*>(b.k_pe.data) + 8; }));
+    CHECK(unaligned([](mlajit_mla_prefill_args& b) {
+        b.q_pe.stride[1] = 68;  // a head stride that is not a multiple of 8 elements
+        b.q_pe.stride[0] = 68 * kHeads;
+    }));
+    CHECK(unaligned([](mlajit_mla_prefill_args& b) { b.w_kv_b.stride[0] = 516; }));
+    MlaShapes f8 = s;
+    f8.kv_fp8 = true;
+    enable_small_steps(f8, hopper, a);
+    CHECK(f8.small_max_keys == 0);  // the FP8 cache keeps its dequantizing gather
+}

@@ -1,10 +1,12 @@
 #include "gpu/gpu_fixture.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "reference/bf16.h"
 
 #include "common/error.h"
+#include "config/env.h"
 #include "mlajit/mlajit.hpp"
 
 namespace mlajit::test {
@@ -89,6 +91,21 @@ ref::AttnResult mla_reference(ref::View q_nope, ref::View q_pe, ref::View kv_c, 
     da.sm_scale = sm_scale;
     da.rows = rows;
     return ref::dsa_prefill_reference(da);
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) {
+        had_ = true;
+        old_ = v;
+    }
+    setenv(name, value, 1);
+    reload_config();
+}
+
+ScopedEnv::~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+    reload_config();
 }
 
 BadPageTally tally_bad_page(const std::vector<uint16_t>& good, const std::vector<uint16_t>& bad,

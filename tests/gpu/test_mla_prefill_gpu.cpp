@@ -13,6 +13,7 @@
 #include "gpu/gpu_fixture.h"
 #include "mlajit/mlajit.hpp"
 #include "ops/gemm.h"
+#include "ops/kernel_configs.h"
 #include "reference/bf16.h"
 #include "reference/reference.h"
 #include "runtime/handle.h"
@@ -163,7 +164,7 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
     for (int force : forces) {
         INFO("heads " << h << " batch " << B << " topk " << topk << " width " << width
                       << std::string(c.packed ? " packed" : " split") << " block_size " << c.block_size
-                      << (c.duplicates ? " duplicates" : "") << " force_path " << force);
+                      << std::string(c.duplicates ? " duplicates" : "") << " force_path " << force);
         a.force_path = force;
         size_t bytes = 0;
         MLAJIT_CHECK_OK(mlajit_mla_prefill_workspace_size(G->handle, &a, &bytes));
@@ -179,7 +180,20 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
         a.workspace_bytes = bytes;
         std::vector<mlajit_path> paths((size_t)B, (mlajit_path)99);
         a.paths_out = paths.data();
+        auto& gemm = handle_of(G->handle).gemm();
+        const int64_t gemms_before = gemm.jit_runs() + gemm.cublaslt_runs();
         MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
+        // Every request with queries fits a small step (s_q <= the kernel's block rows, s_k <=
+        // MLAJIT_SMALL_STEP_KEYS): a dense call is then one launch, the MHA kernel's own up-projection, and
+        // runs no projection GEMM; with the setting 0 it runs the up-projection GEMM.
+        if (force == MLAJIT_PATH_DENSE_MHA || (force < 0 && all_short)) {
+            const int64_t gemms = gemm.jit_runs() + gemm.cublaslt_runs() - gemms_before;
+            const int keys = config().small_step_keys, rows = mha_up_spec(handle_of(G->handle).arch()).p[0];
+            bool all_small = keys > 0;
+            for (auto r : c.reqs) all_small = all_small && (r.s_q == 0 || (r.s_q <= rows && r.s_k <= keys));
+            if (all_small) CHECK_MESSAGE(gemms == 0, "a call of small dense steps ran " << gemms << " GEMMs");
+            if (keys == 0) CHECK(gemms > 0);
+        }
         for (int64_t r = 0; r < B; ++r) {
             INFO("request " << r);
             if (force >= 0 && c.reqs[(size_t)r].s_q > 0) CHECK((int)paths[(size_t)r] == force);
@@ -249,6 +263,7 @@ TEST_CASE("gpu: mla_prefill is right at every token count of a GEMM class (the c
     // reused for the class's other counts once cublasLtMatmulAlgoCheck accepts it (ops/gemm.h). Counts of
     // two classes, the top first and out of order after it, through every path (dense MHA: the K/V
     // up-projection; sparse MQA: the batched absorption and output projection).
+    ScopedEnv gemm_steps("MLAJIT_SMALL_STEP_KEYS", "0");  // else the dense calls of <= 64 tokens run no GEMM
     auto& gemm = handle_of(G->handle).gemm();
     const auto before = gemm.counts();
     for (int32_t t : {16, 9, 13, 11, 15, 128, 65, 100, 127})
@@ -268,8 +283,12 @@ namespace {
 // by default; with MLAJIT_GEMM=fused, on the Hopper tier, the K/V up-projection reads the pages itself): every form must
 // give the same bits (the up-projection's GEMM sums in the same order whichever way A arrives), and the
 // paged form the float64 DSA result.
+// small: with small dense steps on (MLAJIT_SMALL_STEP_KEYS as set; the forms then differ only where a step
+// is not small) and the bad page under forced dense MHA; else they are off, so every dense step runs the forms' GEMMs.
 void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t topk, int64_t bs, bool all_paths = true,
-                     bool bad_page = false) {
+                     bool bad_page = false, bool small = false) {
+    std::optional<ScopedEnv> gemm_steps;
+    if (!small) gemm_steps.emplace("MLAJIT_SMALL_STEP_KEYS", "0");
     R::Rng rng;
     INFO(rng.seed_note());
     std::vector<int32_t> cu_q{0}, cu_k{0};
@@ -345,7 +364,7 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
             MLAJIT_CHECK_OK(st);
             outs[form] = dout.download();
             lses[form] = dlse.download();
-            if (gemm.jit()) CHECK(gemm.jit_runs() > jit_before);
+            if (gemm.jit() && !small) CHECK(gemm.jit_runs() > jit_before);
             if (form > 0) {
                 expect_ok(R::check_out("out (paged)", R::View(outs[form].data(), h * 128, 128), want, kOneCallOutAtolScale));
                 expect_ok(R::check_lse("lse (paged)", R::View(lses[form].data(), h, 1), want, kOneCallLseAtol));
@@ -374,7 +393,7 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
         INFO("MLAJIT_GEMM=fused " << fused);
         if (fused && !prev_gemm) setenv("MLAJIT_GEMM", "fused", 1);
         reload_config();
-        a.force_path = MLAJIT_PATH_MASKED_MHA;
+        a.force_path = small ? MLAJIT_PATH_DENSE_MHA : MLAJIT_PATH_MASKED_MHA;
         a.kv_c = a.k_pe = mlajit_tensor{};
         a.kv_cache = kv_cache;
         a.block_table = block_table;
@@ -394,7 +413,8 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
         const BadPageTally n = tally_bad_page(good, bad, idx, topk, h, cu_q[size_t(last)], bs);
         CHECK(n.changed_elsewhere == 0);
         CHECK(n.attending > 0);
-        MESSAGE("FIGURE bf16 paged bad page id (masked MHA, block size " << bs << (fused ? ", MLAJIT_GEMM=fused" : "") << "): "
+        MESSAGE("FIGURE bf16 paged bad page id (" << std::string(small ? "dense MHA, small steps" : "masked MHA") << ", block size "
+                << bs << std::string(fused ? ", MLAJIT_GEMM=fused" : "") << "): "
                 << n.attending << " query rows attend it, " << n.nan_rows << " rows NaN, " << n.changed_elsewhere
                 << " elements of other requests changed");
         if (fused && !prev_gemm) unsetenv("MLAJIT_GEMM");
@@ -420,4 +440,30 @@ TEST_CASE("gpu: paged bf16 cache, small (for compute-sanitizer): the fused up-pr
     MLAJIT_REQUIRE_GPU();
     run_paged_equal(G, 16, {{5, 70}, {3, 3}, {0, 9}, {20, 130}}, 128, 16, false, true);
     run_paged_equal(G, 16, {{5, 70}, {17, 17}}, 128, 1, false);
+}
+
+TEST_CASE("gpu small shapes: the one call's small dense steps run in one launch (the MHA kernel's own K/V up-projection)") {
+    MLAJIT_REQUIRE_GPU();
+    // Requests of at most 64 new tokens over at most MLAJIT_SMALL_STEP_KEYS keys (default 64): the whole
+    // dense step is the portable MHA kernel computing its head's k_nope / v rows itself (on every arch);
+    // run_mla_case checks that such calls run no GEMM. tools/device/small_steps.sh also runs this with the
+    // setting 0 (the up-projection GEMM + MHA) and 128 (two 64-key passes): the same float64 result. No
+    // setenv here: compute-sanitizer runs this case.
+    MESSAGE("MLAJIT_SMALL_STEP_KEYS=" << config().small_step_keys);
+    run_mla_case(G, {128, {{16, 16}}, 2048, true});  // the host-cost benchmark's call
+    // Odd sizes, one query, a full 64-row block, cached context, an empty request.
+    run_mla_case(G, {16, {{1, 1}, {64, 64}, {5, 60}, {0, 20}, {33, 41}}, 2048, false});
+    run_mla_case(G, {20, {{64, 64}, {2, 2}, {7, 50}}, 2048, true, 0, false, 16});  // pages of 16
+    run_mla_case(G, {16, {{17, 63}}, 2048, false, 0, false, 1});                   // pages of 1
+    // Up to 128 keys: small only with MLAJIT_SMALL_STEP_KEYS >= 128 (two passes of the up-projection).
+    run_mla_case(G, {16, {{33, 128}, {64, 100}}, 2048, false, 0, false, 0});
+    run_mla_case(G, {16, {{20, 128}}, 2048, true, 0, false, 16});
+}
+
+TEST_CASE("gpu: small dense steps: the paged form equals the contiguous one, a bad page NaNs its queries") {
+    MLAJIT_REQUIRE_GPU();
+    // Bit for bit (the same kernel reads the rows either way); a bad block-table entry NaNs exactly the
+    // queries that attend its keys (dense: every later query of the request), nothing else.
+    run_paged_equal(G, 16, {{5, 40}, {3, 3}, {0, 9}, {20, 60}}, 2048, 16, true, true, true);
+    run_paged_equal(G, 64, {{64, 64}, {1, 1}}, 2048, 1, true, false, true);
 }

@@ -260,6 +260,11 @@ void api_split(const Options& o, mlajit_handle handle, const Call& c) {
         return;
     }
     const MlaStep& st = sch.steps[0];
+    MlaShapes small = s;
+    enable_small_steps(small, h.arch(), a);
+    if (schedule_mla(small, cu, cu, paths).steps[0].small)
+        std::printf("split: the call itself runs this step in one launch (MLAJIT_SMALL_STEP_KEYS); below, the parts of the "
+                    "two-launch form (up-projection GEMM + MHA) it replaces\n");
     const MlaStepLayout l = step_layout(s, st);
     char* ws = static_cast<char*>(a.workspace);
     const int64_t H = s.heads, kv_row = H * 256, T = s.total_q;

@@ -13,6 +13,7 @@ constexpr int MJ_MASKED = WMASK;
 constexpr int MJ_D_NOPE = 128;
 constexpr int MJ_D_ROPE = 64;
 constexpr int MJ_D_V = 128;
+constexpr int MJ_UP_PROJ = 0;
 constexpr int MJ_ARCH = 90;
 #define MJ_CAT2(a, b) a##b
 #define MJ_CAT(a, b) MJ_CAT2(a, b)
