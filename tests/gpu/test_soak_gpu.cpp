@@ -519,7 +519,8 @@ std::vector<SoakPair> recurring_pool(R::Rng& rng, int size) {
 // kernel the soak can use is loaded. The attention kernels depend on the head count and the path, not the
 // lengths; the one call's GEMMs on the Hopper tier also on the lengths: 64- or 128-row tiles by M (tokens or
 // keys), 128- or 256-column tiles by how many tiles M and N make (kernels_src/gemm/sm90.cuh,
-// gemm_sm90_tile). So the one call also runs each head count at M <= 64 (20 tokens over 40 keys), at M just
+// gemm_sm90_tile); and a dense step of requests of <= 64 keys is one launch of its own kernel (the MHA
+// kernel's UP_PROJ variant). So the one call also runs each head count at M <= 64 (20 tokens over 40 keys), at M just
 // over 64 with few tiles (100 over 100) and at many tiles (700 over 1,400): with 16..128 heads those reach
 // every tile of every product the soak's shapes can pick (missed once, 2026-12-04: a GEMM loaded after warm-up).
 void coverage_calls(Gpu* G, R::Rng& rng, Counts& n, const std::function<void()>& after_each) {
@@ -532,6 +533,8 @@ void coverage_calls(Gpu* G, R::Rng& rng, Counts& n, const std::function<void()>&
             mla_call(G, rng, s, force, n), after_each();
         for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)})
             mla_call(G, rng, s, force, n, /*paged=*/true), after_each();
+        // A dense step of small requests runs in one launch, its own kernel (MLAJIT_SMALL_STEP_KEYS).
+        mla_call(G, rng, shape(h, 128, {{20, 40}}), int(MLAJIT_PATH_DENSE_MHA), n), after_each();
         for (const Shape& g : {shape(h, 128, {{20, 40}}), shape(h, 128, {{100, 100}}), shape(h, 128, {{700, 1400}})})
             for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)}) mla_call(G, rng, g, force, n), after_each();
     }
