@@ -188,9 +188,9 @@ void run_mla_case(Gpu* G, const MlaCase& c) {
         // runs no projection GEMM; with the setting 0 it runs the up-projection GEMM.
         if (force == MLAJIT_PATH_DENSE_MHA || (force < 0 && all_short)) {
             const int64_t gemms = gemm.jit_runs() + gemm.cublaslt_runs() - gemms_before;
-            const int keys = config().small_step_keys, rows = mha_up_spec(handle_of(G->handle).arch()).p[0];
+            const int keys = config().small_step_keys, block_rows = mha_up_spec(handle_of(G->handle).arch()).p[0];
             bool all_small = keys > 0;
-            for (auto r : c.reqs) all_small = all_small && (r.s_q == 0 || (r.s_q <= rows && r.s_k <= keys));
+            for (auto r : c.reqs) all_small = all_small && (r.s_q == 0 || (r.s_q <= block_rows && r.s_k <= keys));
             if (all_small) CHECK_MESSAGE(gemms == 0, "a call of small dense steps ran " << gemms << " GEMMs");
             if (keys == 0) CHECK(gemms > 0);
         }
