@@ -11,8 +11,9 @@
 //   (128, 128, 8, 2)   Q re-read from shared memory (212.25 KiB: sm_90 / sm_100 class only)
 //   Rule behind the list: MJ_BLOCK_M == 16 * MJ_WARPS, MJ_WARPS in {4, 8}, MJ_BLOCK_N in {32, 64}
 //   (128 with 8 warps), MJ_STAGES == 2; shapes MJ_D_NOPE = 128, MJ_D_ROPE = 64, MJ_D_V = 128;
-//   MJ_MASKED in {0, 1}; MJ_UP_PROJ in {0, 1} (1: dense only, the block first computes its head's k_nope
-//   / v rows itself, mha/up_proj.cuh; the host launches one block per (head, request): s_q <= MJ_BLOCK_M);
+//   MJ_MASKED in {0, 1}; MJ_UP_PROJ in {0, 1, 2} (dense only: the block first computes its head's k_nope
+//   / v rows itself from bf16 (1) or FP8 (2) latent rows, mha/up_proj.cuh; one block per (head, request):
+//   s_q <= MJ_BLOCK_M);
 //   MJ_ARCH >= 80. Other combinations of the rule compile but only the four
 //   above are tested. H200, h=128, S=8192 dense causal: (128,128) 8.49 ms, (64,64) 8.68 ms,
 //   (128,64) 8.72 ms, (64,32) 9.75 ms; at S=4096 (64,64) is fastest (docs/perf_mha_notes.md).
@@ -33,8 +34,8 @@ static_assert(MJ_BLOCK_N == 32 || MJ_BLOCK_N == 64 || (MJ_BLOCK_N == 128 && MJ_W
               "mha_fwd: MJ_BLOCK_N must be 32 or 64, or 128 with 8 warps");
 static_assert(MJ_STAGES == 2, "mha_fwd: MJ_STAGES must be 2 (one tile in flight while one is consumed)");
 static_assert(MJ_MASKED == 0 || MJ_MASKED == 1, "mha_fwd: MJ_MASKED must be 0 or 1");
-static_assert(MJ_UP_PROJ == 0 || (MJ_UP_PROJ == 1 && MJ_MASKED == 0),
-              "mha_fwd: MJ_UP_PROJ must be 0, or 1 (fused K/V up-projection, dense only)");
+static_assert(MJ_UP_PROJ == 0 || ((MJ_UP_PROJ == 1 || MJ_UP_PROJ == 2) && MJ_MASKED == 0),
+              "mha_fwd: MJ_UP_PROJ must be 0, or 1 / 2 (fused K/V up-projection from bf16 / FP8 rows, dense only)");
 
 namespace mj_mha {
 
@@ -142,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
     const mj_u32 so16_v = ld_r16 * V_PITCH + (swz(ld_r16, ld_c16) << 4);
 
     // Small dense steps of the one-call prefill: this head's k_nope / v rows of the request first.
-    if constexpr (MJ_UP_PROJ == 1) mj_up::project<NT>(p, head, b, k_start, s_k, sQ, tid);
+    if constexpr (MJ_UP_PROJ != 0) mj_up::project<NT>(p, head, b, k_start, s_k, sQ, tid);
 
     // ---- Q tile -> shared memory (rows past s_q are zero-filled and never stored) ----
 #pragma unroll
@@ -196,10 +197,10 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
             const int j = n0 + ld_r8 + i * R8;
             const bool ok = j < s_k;
             const mj_i64 jj = ok ? j : 0;
-            if (MJ_UP_PROJ == 1 && p.up.pages) {  // k_pe from the key's page row (NaN where it has no page)
-                const mj_bf16* row = ok ? mj_up::latent_row(p.up, b, k_start + j, j) : gkp;
+            if (MJ_UP_PROJ != 0 && p.up.pages) {  // k_pe from the key's page row (NaN where it has no page)
+                const char* row = ok ? mj_up::latent_row(p.up, b, k_start + j, j) : (const char*)gkp;
                 if (ok && !row) mj_up::st_shared_nan16(sK + so8_qk + i * R8 * QK_PITCH);
-                else mj_cp_async_16(sK + so8_qk + i * R8 * QK_PITCH, row + 512 + ld_c8 * 8, ok);
+                else mj_cp_async_16(sK + so8_qk + i * R8 * QK_PITCH, (const mj_bf16*)(row + mj_up::KPE_AT) + ld_c8 * 8, ok);
             } else {
                 mj_cp_async_16(sK + so8_qk + i * R8 * QK_PITCH, gkp + jj * p.kp_stride_tok + ld_c8 * 8, ok);
             }

@@ -8,10 +8,19 @@
 // stages (64 x 64 latent values and 256 x 64 weights, 128-byte rows, XOR swizzle as the attention's tiles);
 // warp w owns output columns [w * CW, (w + 1) * CW) for all 64 keys (4 m16 tiles), so a pass with few keys
 // skips the empty m-tiles.
+//
+// MJ_UP_PROJ = 2: the pages are the FP8 cache (fp8_ds_mla, 656-byte rows): each thread dequantizes its 8
+// latent values (bf16(e4m3 x scale), what the paged gather writes) into the stage with an ordinary store
+// instead of an async copy; k_pe is read from the row's bf16 tail.
 #pragma once
 #include "mlajit_device.cuh"
+#include "quantize_cache/e4m3.cuh"
 
 namespace mj_up {
+
+constexpr bool FP8 = MJ_UP_PROJ == 2;
+constexpr int ROW_UNIT = FP8 ? 1 : 2;             // bytes per unit of the pages' strides (their dtype)
+constexpr int KPE_AT = FP8 ? mj_fp8_rope_at : 1024; // byte offset of k_pe inside a latent row
 
 constexpr int KEYS = mj_mha_up_keys;  // keys per pass
 constexpr int KC = 64;                // latent columns per k-chunk
@@ -23,19 +32,32 @@ static_assert(2 * STAGE_BYTES == mj_mha_up_smem_bytes(), "up_proj: shared-memory
 
 MJ_DEVICE int swz(int row, int chunk) { return chunk ^ (row & 7); }
 
-// The latent row (576 bf16: kv_c ; k_pe) of key j of request b (global key number t), or NULL where the
-// block table names no valid page.
-MJ_DEVICE const mj_bf16* latent_row(const MhaUpProj& u, int b, int t, int j) {
-    if (!u.pages) return (const mj_bf16*)u.kv_c + (mj_i64)t * u.kv_stride;
+// The latent row (kv_c ; k_pe: 576 bf16, or an FP8 cache row) of key j of request b (global key number t),
+// as bytes, or NULL where the block table names no valid page.
+MJ_DEVICE const char* latent_row(const MhaUpProj& u, int b, int t, int j) {
+    if (!u.pages) return (const char*)u.kv_c + (mj_i64)t * u.kv_stride * 2;
     const int blk = j / u.block_size;
     const int page = blk < u.max_blocks ? u.block_table[(mj_i64)b * u.bt_stride + blk] : -1;
     if (page < 0 || page >= u.num_blocks) return nullptr;
-    return (const mj_bf16*)u.pages + (mj_i64)page * u.page_stride + (mj_i64)(j % u.block_size) * u.tok_stride;
+    return (const char*)u.pages + ((mj_i64)page * u.page_stride + (mj_i64)(j % u.block_size) * u.tok_stride) * ROW_UNIT;
 }
 
+MJ_DEVICE void st_shared_v4(mj_u32 addr, mj_u32 a, mj_u32 b, mj_u32 c, mj_u32 d) {
+    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
 MJ_DEVICE void st_shared_nan16(mj_u32 addr) {
     const mj_u32 nan2 = 0x7fc07fc0u;  // two bf16 quiet NaNs
-    asm volatile("st.shared.v4.b32 [%0], {%1,%1,%1,%1};" ::"r"(addr), "r"(nan2) : "memory");
+    st_shared_v4(addr, nan2, nan2, nan2, nan2);
+}
+
+// Latent values [col, col + 8) of an FP8 cache row as 8 bf16 into shared memory.
+MJ_DEVICE void dequant8(mj_u32 dst, const char* row, int col) {
+    const uint2 c = __ldg(reinterpret_cast<const uint2*>(row + col));
+    const float scale = __ldg(reinterpret_cast<const float*>(row + mj_fp8_scales_at) + col / 128);
+    st_shared_v4(dst, mj_e4m3x2_dequant_bf16x2(c.x & 0xffu, (c.x >> 8) & 0xffu, scale),
+                 mj_e4m3x2_dequant_bf16x2((c.x >> 16) & 0xffu, c.x >> 24, scale),
+                 mj_e4m3x2_dequant_bf16x2(c.y & 0xffu, (c.y >> 8) & 0xffu, scale),
+                 mj_e4m3x2_dequant_bf16x2((c.y >> 16) & 0xffu, c.y >> 24, scale));
 }
 
 // Computes and stores the head's k_nope / v rows of request b (keys [k_start, k_start + s_k)). Every thread
@@ -62,9 +84,11 @@ MJ_DEVICE void project(const MhaFwdParams& p, int head, int b, int k_start, int 
         for (int i = 0; i < A_ITEMS; ++i) {
             const int r = r8 + i * (NT / 8), j = k0 + r;
             const mj_u32 dst = sA + r * PITCH + (swz(r, c8) << 4);
-            const mj_bf16* row = j < s_k ? latent_row(u, b, k_start + j, j) : (const mj_bf16*)u.w;
+            const char* row = j < s_k ? latent_row(u, b, k_start + j, j) : (const char*)u.w;
             if (j < s_k && !row) st_shared_nan16(dst);
-            else mj_cp_async_16(dst, row + kc + c8 * 8, j < s_k);  // keys past s_k: zeros (never stored)
+            else if (FP8 && j < s_k) dequant8(dst, row, kc + c8 * 8);
+            else if (FP8) st_shared_v4(dst, 0u, 0u, 0u, 0u);  // keys past s_k: zeros (never stored)
+            else mj_cp_async_16(dst, (const mj_bf16*)row + kc + c8 * 8, j < s_k);
         }
 #pragma unroll
         for (int i = 0; i < B_ITEMS; ++i) {

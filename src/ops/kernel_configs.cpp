@@ -105,11 +105,11 @@ KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked) {
     return s;
 }
 
-KernelSpec mha_up_spec(const Arch& arch) {
+KernelSpec mha_up_spec(const Arch& arch, bool kv_fp8) {
     // The arch's portable tile (MLAJIT_MHA_TILE applies where the portable tier is the arch's tier; the Hopper
     // tier's 128x128 is not a tile of this template, so the portable default there).
     KernelSpec s = mha_spec(arch, use_hopper_tier(arch) ? supported_mha_tiles()[0] : mha_tile_for(arch), false);
-    s.p[8] = 1;  // UP_PROJ
+    s.p[8] = kv_fp8 ? 2 : 1;  // UP_PROJ: latent rows in bf16, or the FP8 cache's rows
     return s;
 }
 

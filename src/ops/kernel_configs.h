@@ -46,8 +46,8 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8 = false);
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked);  // portable tier (mha_fwd)
 // The portable MHA kernel with the fused K/V up-projection (UP_PROJ = 1, dense): the one-call prefill's small
 // dense steps, on every arch (one launch instead of the up-projection GEMM + MHA). Requests of such a step
-// need s_q <= its BLOCK_M (p[0]).
-KernelSpec mha_up_spec(const Arch& arch);
+// need s_q <= its BLOCK_M (p[0]). kv_fp8: the latent rows come from the FP8 cache (dequantized in the kernel).
+KernelSpec mha_up_spec(const Arch& arch, bool kv_fp8 = false);
 // Hopper tier (mha_fwd_sm90): 128x128 tiles, 2 consumer warpgroups; ping-pong of their GEMM issue on/off.
 KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong);
 // The MHA kernel the ops launch on arch: the Hopper tier where use_hopper_tier(arch) (MLAJIT_MHA_TILE may

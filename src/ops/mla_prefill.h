@@ -86,8 +86,8 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
 
 // fused_paged: the handle's GemmRunner::fused_paged() (the size of what mla_prefill will run there).
 size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged = false);
-// Sets s.small_max_q / small_max_keys for a call on arch (MLAJIT_SMALL_STEP_KEYS; the FP8 cache and inputs
-// whose rows are not 16-byte aligned keep the separate up-projection). The workspace query leaves them 0;
+// Sets s.small_max_q / small_max_keys for a call on arch (MLAJIT_SMALL_STEP_KEYS; inputs whose rows are not
+// 16-byte aligned keep the separate up-projection). The workspace query leaves them 0;
 // schedule_mla sizes every step as if it were not small either, so the query and the call need the same bytes.
 void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill_args& a);
 // Whether a call with shapes s takes the fused paged up-projection, given GemmRunner::fused_paged() (sets nothing).

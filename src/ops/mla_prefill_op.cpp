@@ -75,7 +75,7 @@ void gather_pages(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
 // A small dense step in one launch (st.small): the portable MHA kernel's UP_PROJ variant, one block per
 // (head, request), computes its head's k_nope / v rows into the workspace, then attends. q, k_pe and the
-// latent rows (or pages) are read in place: no packing copies, no gather, no GEMM launch.
+// latent rows (or pages, bf16 or FP8) are read in place: no packing copies, no gather, no GEMM launch.
 void run_small_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& s, const MlaStep& st, void* ws,
                         CUstream stream) {
     const MlaStepLayout l = step_layout(s, st);
@@ -95,7 +95,7 @@ void run_small_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaSh
     MhaUpProj& u = p.up;
     u.w = a.w_kv_b.data;
     u.w_stride = a.w_kv_b.stride[0];
-    if (s.paged) {  // k_pe comes from the pages too (p.k_pe unused)
+    if (s.paged) {  // k_pe comes from the pages too (p.k_pe unused); FP8 pages: strides in bytes
         u.pages = a.kv_cache.data;
         u.page_stride = a.kv_cache.stride[0];
         u.tok_stride = a.kv_cache.stride[1];
@@ -132,7 +132,7 @@ void run_small_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaSh
     }
     p.sm_scale = a.sm_scale;
     p.sm_scale_log2 = a.sm_scale * 1.4426950408889634f;
-    const KernelSpec spec = mha_up_spec(h.arch());
+    const KernelSpec spec = mha_up_spec(h.arch(), s.kv_fp8);
     if (p.max_seqlen_q > spec.p[0])  // schedule_mla's rule: one block per (head, request) writes its K/V rows
         fail(MLAJIT_ERROR_INTERNAL, "a small MHA step has a request of {} queries, more than the kernel's {}", p.max_seqlen_q, spec.p[0]);
     h.launch(spec, Dim3{1, unsigned(H), unsigned(p.batch)}, mha_threads(spec), mha_smem_bytes(spec), &p, stream);

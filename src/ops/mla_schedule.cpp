@@ -287,17 +287,18 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
 
 void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill_args& a) {
     s.small_max_q = s.small_max_keys = 0;
-    if (config().small_step_keys <= 0 || s.kv_fp8) return;
-    // The kernel copies 16-byte chunks of every row it reads (q, k_pe, latent rows, W_kv_b).
-    auto aligned = [](const mlajit_tensor& t, int strided_dims) {
+    if (config().small_step_keys <= 0) return;
+    // The kernel copies 16-byte chunks of every row it reads (q, k_pe, latent rows, W_kv_b): strides in
+    // elements of 2 bytes (bf16) or 1 (the FP8 cache's bytes).
+    auto aligned = [](const mlajit_tensor& t, int strided_dims, int64_t elems_per_16 = 8) {
         bool ok = reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
-        for (int d = 0; d < strided_dims; ++d) ok = ok && t.stride[d] % 8 == 0;
+        for (int d = 0; d < strided_dims; ++d) ok = ok && t.stride[d] % elems_per_16 == 0;
         return ok;
     };
     bool ok = aligned(a.q_nope, 2) && aligned(a.q_pe, 2) && aligned(a.w_kv_b, 1);
-    ok = ok && (s.paged ? aligned(a.kv_cache, 2) : aligned(a.kv_c, 1) && aligned(a.k_pe, 1));
+    ok = ok && (s.paged ? aligned(a.kv_cache, 2, s.kv_fp8 ? 16 : 8) : aligned(a.kv_c, 1) && aligned(a.k_pe, 1));
     if (!ok) return;
-    s.small_max_q = mha_up_spec(arch).p[0];
+    s.small_max_q = mha_up_spec(arch, s.kv_fp8).p[0];
     s.small_max_keys = config().small_step_keys;
 }
 

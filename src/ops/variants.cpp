@@ -45,6 +45,7 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
         add(mha_spec_for(arch, false));  // the Hopper tier's kernels on sm_90a, the portable tier's elsewhere
         add(mha_spec_for(arch, true));
         add(mha_up_spec(arch));  // the one-call prefill's small dense steps (MLAJIT_SMALL_STEP_KEYS)
+        add(mha_up_spec(arch, true));  // ... on the FP8 latent cache
         if (use_jit_gemm(arch))  // the projections' own GEMM (the Hopper tier; cuBLASLt elsewhere)
             for (const KernelSpec& g : prefill_gemm_specs(arch)) add(g);
         for (int tp : tp_degrees) {

@@ -487,8 +487,33 @@ TEST_CASE("mla schedule: enable_small_steps takes aligned bf16 inputs only") {
         b.q_pe.stride[0] = 68 * kHeads;
     }));
     CHECK(unaligned([](mlajit_mla_prefill_args& b) { b.w_kv_b.stride[0] = 516; }));
-    MlaShapes f8 = s;
-    f8.kv_fp8 = true;
-    enable_small_steps(f8, hopper, a);
-    CHECK(f8.small_max_keys == 0);  // the FP8 cache keeps its dequantizing gather
+}
+
+TEST_CASE("mla schedule: small dense steps on the FP8 cache (the kernel dequantizes the pages' rows)") {
+    const Arch hopper = Arch::parse("sm_90a");
+    mlajit_mla_prefill_args a = good_args();
+    a.kv_c = a.k_pe = mlajit_tensor{};
+    a.kv_cache = t(fake(10), MLAJIT_UINT8, {600, 64, 656});
+    a.block_table = t(fake(11), MLAJIT_INT32, {4, 160});
+    MlaShapes s = check_mla_args(a, true);
+    REQUIRE(s.kv_fp8);
+    enable_small_steps(s, hopper, a);
+    CHECK(s.small_max_keys == 64);
+    CHECK(mha_up_spec(hopper, true).p[8] == 2);
+    CHECK(mha_up_spec(hopper, true) != mha_up_spec(hopper, false));  // its own kernel and cache key
+    // Page rows off 16 bytes (a byte stride the 16-byte copies of k_pe cannot follow): the gather path stays.
+    mlajit_mla_prefill_args b = a;
+    b.kv_cache.stride[1] = 664;
+    b.kv_cache.stride[0] = 664 * 64;
+    MlaShapes sb;
+    bool refused = false;
+    try {
+        sb = check_mla_args(b, true);
+    } catch (const Error&) {
+        refused = true;
+    }
+    if (!refused) {
+        enable_small_steps(sb, hopper, b);
+        CHECK(sb.small_max_keys == 0);
+    }
 }

@@ -8,10 +8,14 @@
 #include <cmath>
 #include <numeric>
 
+#include "config/env.h"
 #include "gpu/gpu_fixture.h"
 #include "mlajit/mlajit.hpp"
+#include "ops/gemm.h"
+#include "ops/kernel_configs.h"
 #include "reference/fp8.h"
 #include "reference/reference.h"
+#include "runtime/handle.h"
 
 using namespace mlajit;
 using namespace mlajit::test;
@@ -240,7 +244,17 @@ void run_fp8_case(Gpu* G, const Fp8Case& c) {
         auto ws = attach_mla_workspace(G, a);
         dout.poison();
         dlse.poison();
+        auto& gemm = handle_of(G->handle).gemm();
+        const int64_t gemms_before = gemm.jit_runs() + gemm.cublaslt_runs();
         MLAJIT_CHECK_OK(mlajit_mla_prefill(G->handle, &a, G->stream));
+        if (force == MLAJIT_PATH_DENSE_MHA) {  // small requests only: one launch, the kernel dequantizes the rows
+            const int keys = config().small_step_keys, rows_per_block = mha_up_spec(handle_of(G->handle).arch(), true).p[0];
+            bool all_small = keys > 0;
+            for (auto r : c.reqs) all_small = all_small && (r.s_q == 0 || (r.s_q <= rows_per_block && r.s_k <= keys));
+            const int64_t gemms = gemm.jit_runs() + gemm.cublaslt_runs() - gemms_before;
+            if (all_small) CHECK_MESSAGE(gemms == 0, "a call of small dense steps ran " << gemms << " GEMMs");
+            else CHECK(gemms > 0);
+        }
         auto out = dout.download();
         auto lse = dlse.download();
         int64_t unwritten = 0;
@@ -290,6 +304,17 @@ TEST_CASE("gpu: fp8 cache, the MHA paths of the one call (fused gather-and-dequa
     run_fp8_case(G, {16, {{300, 300}, {77, 900}, {0, 40}, {129, 1000}}, 192, 200, 64, {MLAJIT_PATH_MASKED_MHA}, true});
     // 128 heads, every request within topk: dense MHA is exact and forced too; block size 16.
     run_fp8_case(G, {128, {{200, 200}, {64, 700}}, 2048, 2048, 16, {MLAJIT_PATH_DENSE_MHA, MLAJIT_PATH_MASKED_MHA}});
+}
+
+TEST_CASE("gpu small shapes: fp8 cache, small dense steps in one launch (the MHA kernel dequantizes the page rows)") {
+    MLAJIT_REQUIRE_GPU();
+    // At most 64 new tokens over at most MLAJIT_SMALL_STEP_KEYS keys (default 64): the dense step is one
+    // launch whose blocks dequantize their requests' rows out of the FP8 pages (k_pe from the rows' bf16 tail).
+    // Requests 0 and 1 share their first page; an empty request; a full 64-row block; pages of 16 and 64.
+    run_fp8_case(G, {16, {{16, 16}, {5, 60}, {0, 9}, {64, 64}}, 2048, 2048, 16, {MLAJIT_PATH_DENSE_MHA, -1}});
+    run_fp8_case(G, {128, {{33, 50}}, 2048, 2048, 64, {MLAJIT_PATH_DENSE_MHA}});
+    // Over the limit (100 keys): the same call through the dequantizing gather + GEMM, for comparison.
+    run_fp8_case(G, {16, {{40, 100}}, 2048, 2048, 16, {MLAJIT_PATH_DENSE_MHA}});
 }
 
 TEST_CASE("gpu: fp8 cache, the sparse path and the planned call (sparse MQA reads the FP8 pages)") {
