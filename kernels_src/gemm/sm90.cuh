@@ -17,13 +17,18 @@
 //
 // MJ_A_PAGED = 1 (the paged latent cache's K/V up-projection, issue 15): A's rows are gathered out of the
 //   pages (GemmSm90Params, a_* fields) by the whole producer warpgroup with cp.async, 16-byte chunks written
-//   in the 128-byte-swizzled layout TMA would produce, completion through cp.async.mbarrier.arrive.noinc on
-//   the stage's full barrier (B still comes by TMA). Each producer warp owns BLOCK_M / 4 rows of the tile and
-//   finds their page rows once per tile (lane = row: a binary search over cu_seqlens, one block-table read);
-//   a copy instruction then moves 4 rows x 128 bytes (8 lanes a row, addresses shuffled from the owners).
-//   The consumers fence the generic-proxy (cp.async) writes before their wgmma reads them. The blocks of
-//   column tile 0 also copy the rows' k_pe (elements 512..575) to kpe_out. MJ_A_PAGED = 0 compiles the code
-//   above unchanged (every paged branch is `if constexpr`).
+//   in the 128-byte-swizzled layout TMA would produce (B still comes by TMA). Each producer warp owns BLOCK_M / 4
+//   rows of the tile and finds their page rows once per tile (lane = row: a binary search over cu_seqlens,
+//   one block-table read), then spreads them over its lanes once per tile (a copy instruction moves 4 rows x
+//   128 bytes, 8 lanes a row); the next tile's rows are looked up while the current tile's last copies land.
+//   Completion: each producer thread waits for its own copies one k-step behind (cp.async.wait_group 1),
+//   fences them into the async proxy (fence.proxy.async: wgmma reads shared memory through it) and arrives on
+//   the stage's full barrier: no fence on the consumers' path. Measured on the H200 (2026-12-04, 8192 keys):
+//   1.09-1.11x the dense kernel (1.17-1.18x at 16 heads with cp.async.mbarrier.arrive and the consumers
+//   fencing); the rest is the rate of the cp.async gather itself (about one 16 KiB k-step of A per 0.7 us
+//   per SM under this load against TMA's, docs/PERF.md). The blocks of column tile 0 also copy the rows'
+//   k_pe (elements 512..575) to kpe_out. MJ_A_PAGED = 0 compiles the code above unchanged (every paged
+//   branch is `if constexpr`).
 //
 // SUPPORTED CONFIGS (MJ_BLOCK_M, MJ_BLOCK_N, MJ_STAGES): (128, 256, 3), (128, 128, 5), (64, 256, 4),
 //   (64, 128, 8); shared memory mj_gemm90_smem_bytes (at most 214272 bytes); MJ_B_NMAJOR in {0, 1};
@@ -64,8 +69,9 @@ static_assert(1024 + OFF_BAR + 256 == mj_gemm90_smem_bytes(BM, BN, ST), "gemm_sm
 static_assert(A_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0, "tiles start on the 1024-byte swizzle period");
 // Register split after setmaxnreg: a consumer holds WN / 2 fp32 accumulators; the producer few.
 // 40 * 128 + 232 * 256 = 64512 <= 65536 (the launch's 168 a thread for 384 threads). The paged-A producer
-// (cp.async gather, row addresses, k_pe copy) keeps more: 72 * 128 + 216 * 256 = 64512.
-constexpr int PRODUCER_REGS = MJ_A_PAGED ? 72 : 40, CONSUMER_REGS = MJ_A_PAGED ? 216 : 232;
+// keeps more (a tile's 8 source pointers, half its k_pe rows in flight, the next tile's lookup): at 72 it
+// spilled 28 bytes (ptxas, 128 x 256 tile); 88 * 128 + 208 * 256 = 64512, no spills at any tile.
+constexpr int PRODUCER_REGS = MJ_A_PAGED ? 88 : 40, CONSUMER_REGS = MJ_A_PAGED ? 208 : 232;
 static_assert(128 * (168 - PRODUCER_REGS) >= 256 * (CONSUMER_REGS - 168), "the producer must release what the consumers take");
 constexpr int BAR_EPI = 1;  // named barriers 1, 2: each consumer warpgroup's epilogue
 
@@ -125,76 +131,130 @@ MJ_DEVICE TileCoord tile_coord(const GemmSm90Params& P, int t) {
     return c;
 }
 
+// The page row of A's row grow (lane = row; see GemmSm90Params).
+struct RowSrc {
+    const unsigned char* p;
+    int state;  // 0: past M (zeros), 1: a page row, 2: a bad page entry (zeros; k_pe NaN)
+};
+MJ_DEVICE RowSrc find_row(const GemmSm90Params& P, int grow, int cu0) {
+    RowSrc r{static_cast<const unsigned char*>(P.a_pages), 0};
+    if (grow < P.m) {
+        const int key = cu0 + grow;
+        int lo = 0, hi = P.a_nreq;  // cu[lo] <= key < cu[hi]
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) >> 1;
+            if (__ldg(P.a_cu_seqlens + mid) <= key) lo = mid;
+            else hi = mid;
+        }
+        const int pos = key - __ldg(P.a_cu_seqlens + lo);
+        const int blk = pos / P.a_block_size;
+        const int page = blk < P.a_max_blocks ? __ldg(P.a_block_table + (mj_i64)lo * P.a_bt_stride + blk) : -1;
+        if (page >= 0 && page < P.a_num_blocks) {
+            r.p += ((mj_i64)page * P.a_page_stride + (mj_i64)(pos - blk * P.a_block_size) * P.a_tok_stride) * 2;
+            r.state = 1;
+        } else {
+            r.state = 2;
+        }
+    }
+    return r;
+}
+
 // The paged-A producer (MJ_A_PAGED = 1): all 128 threads of warpgroup 0. Warp pw owns rows RPW pw ..
 // RPW pw + RPW - 1 of each tile (lane l < RPW: row RPW pw + l); copy instruction i of a k-step moves rows
 // 4i .. 4i + 3 of the warp's (lane / 8), chunk lane % 8 of the k-step's 128 bytes, into the swizzled slot
-// (chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16), as TMA's 128-byte swizzle puts it).
+// (chunk c of row r at r * 128 + ((c ^ (r % 8)) * 16), as TMA's 128-byte swizzle puts it). The full
+// barrier counts thread 0's arrive.expect_tx (B's bytes) and one plain arrival per producer thread, made
+// once the thread's copies of that stage have landed and been fenced into the async proxy.
 MJ_DEVICE void produce_paged(const GemmSm90Params& P, unsigned char* smem, unsigned long long* full, unsigned long long* empty) {
     using namespace mj90;
-    constexpr int RPW = BM / 4, NI = RPW / 4;
+    constexpr int RPW = BM / 4, NI = RPW / 4, NH = NI / 2;
     const int tid = threadIdx.x, pw = tid >> 5, lane = tid & 31, ch = lane & 7;
     const TensorMap* tm_b = reinterpret_cast<const TensorMap*>(&P.tm_b);
     const unsigned char* base = static_cast<const unsigned char*>(P.a_pages);
+    const unsigned smem32 = smem_u32(smem);
     const int cu0 = __ldg(P.a_cu_seqlens);
-    int it = 0;
-    for (int t = blockIdx.x; t < P.num_tiles; t += gridDim.x) {
-        const TileCoord tc = tile_coord(P, t);
+    int t = blockIdx.x;  // the grid has at most one block per tile: every block has one
+    TileCoord tc = tile_coord(P, t);
+    RowSrc cur = find_row(P, tc.m * BM + pw * RPW + (lane % RPW), cu0);
+    int it = 0;     // k-steps issued by this block so far: stage it % ST, use it / ST of that stage
+    int prev = -1;  // the stage whose copies are still to be waited for, fenced and arrived
+    for (;;) {
         const int m0 = tc.m * BM, n0 = tc.n * BN;
-        // This lane's row: its page row, once per tile.
-        const int grow = m0 + pw * RPW + (lane % RPW);
-        const unsigned char* src = base;
-        int state = 0;  // 0: past M (zeros), 1: a page row, 2: a bad page entry (zeros; k_pe NaN)
-        if (grow < P.m) {
-            const int key = cu0 + grow;
-            int lo = 0, hi = P.a_nreq;  // cu[lo] <= key < cu[hi]
-            while (hi - lo > 1) {
-                const int mid = (lo + hi) >> 1;
-                if (__ldg(P.a_cu_seqlens + mid) <= key) lo = mid;
-                else hi = mid;
-            }
-            const int pos = key - __ldg(P.a_cu_seqlens + lo);
-            const int blk = pos / P.a_block_size;
-            const int page = blk < P.a_max_blocks ? __ldg(P.a_block_table + (mj_i64)lo * P.a_bt_stride + blk) : -1;
-            if (page >= 0 && page < P.a_num_blocks) {
-                src = base + ((mj_i64)page * P.a_page_stride + (mj_i64)(pos - blk * P.a_block_size) * P.a_tok_stride) * 2;
-                state = 1;
-            } else {
-                state = 2;
-            }
-        }
-        if (tc.n == 0 && P.kpe_out != nullptr) {  // the rows' k_pe, once per row tile
+        // The tile's rows spread over the lanes once (not per k-step): src[i] is chunk ch of row 4i + lane / 8.
+        const unsigned char* src[NI];
+        unsigned ok = 0, live = 0;  // bit i: row 4i + lane / 8 is a page row / is inside M
 #pragma unroll
-            for (int i = 0; i < NI; ++i) {
-                const int r = 4 * i + (lane >> 3);
-                const unsigned char* s = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)src, r);
-                const int st = __shfl_sync(0xffffffffu, state, r);
-                const int gr = m0 + pw * RPW + r;
-                if (st == 0) continue;
-                uint4 v = make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u);  // bf16 quiet NaNs
-                if (st == 1) v = __ldg(reinterpret_cast<const uint4*>(s + 1024) + ch);
-                reinterpret_cast<uint4*>(static_cast<unsigned char*>(P.kpe_out) + (mj_i64)gr * 128)[ch] = v;
-            }
+        for (int i = 0; i < NI; ++i) {
+            const int r = 4 * i + (lane >> 3);
+            src[i] = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)cur.p, r) + ch * 16;
+            const int st = __shfl_sync(0xffffffffu, cur.state, r);
+            ok |= (st == 1 ? 1u : 0u) << i;
+            live |= (st != 0 ? 1u : 0u) << i;
         }
         for (int kt = 0; kt < KT; ++kt, ++it) {
             const int s = it % ST;
             if (it >= ST) mbar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-            unsigned char* sa = smem + s * STAGE_BYTES;
             if (tid == 0) {
                 mbar_arrive_expect_tx(&full[s], B_BYTES);
-                load(sa + A_BYTES, tm_b, &full[s], kt * BK, n0, tc.b, P.b_batch_inner);
+                load(smem + s * STAGE_BYTES + A_BYTES, tm_b, &full[s], kt * BK, n0, tc.b, P.b_batch_inner);
             }
-            const unsigned sa32 = smem_u32(sa);
+            const unsigned sa32 = smem32 + s * STAGE_BYTES;
 #pragma unroll
             for (int i = 0; i < NI; ++i) {
-                const int r = 4 * i + (lane >> 3), row = pw * RPW + r;
-                const unsigned char* s0 = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)src, r);
-                const bool ok = __shfl_sync(0xffffffffu, state, r) == 1;
-                cp_async_16_addr(sa32 + row * 128 + ((ch ^ (row & 7)) << 4), ok ? s0 + kt * 128 + ch * 16 : base, ok);
+                const int row = pw * RPW + 4 * i + (lane >> 3);
+                const bool page_row = (ok >> i) & 1u;  // else zero-filled, nothing read
+                cp_async_16_addr(sa32 + row * 128 + ((ch ^ (row & 7)) << 4), page_row ? src[i] + kt * 128 : base, page_row);
             }
-            cp_async_mbar_arrive_noinc(&full[s]);
+            cp_async_commit();
+            // The previous k-step's copies (issued a k-step ago: landed by now, mostly) into the async proxy.
+            if (prev >= 0) {
+                cp_async_wait<1>();
+                fence_proxy_async();
+                mbar_arrive(&full[prev]);
+            }
+            prev = s;
         }
+        // Tile end: this tile's k_pe (two halves of 16 registers) and the next tile's rows, the first half's
+        // loads in flight with the lookup's; then the last k-step's copies, which landed meanwhile.
+        const int tn = t + gridDim.x;
+        const bool kpe = tc.n == 0 && P.kpe_out != nullptr;
+        uint4 v[NH];
+        auto kpe_load = [&](int h) {
+#pragma unroll
+            for (int j = 0; j < NH; ++j) {
+                const int i = h * NH + j;
+                v[j] = make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u);  // bf16 quiet NaNs
+                if ((ok >> i) & 1u) v[j] = __ldg(reinterpret_cast<const uint4*>(src[i] + 1024));
+            }
+        };
+        auto kpe_store = [&](int h) {
+#pragma unroll
+            for (int j = 0; j < NH; ++j) {
+                const int i = h * NH + j, gr = m0 + pw * RPW + 4 * i + (lane >> 3);
+                if ((live >> i) & 1u) reinterpret_cast<uint4*>(static_cast<unsigned char*>(P.kpe_out) + (mj_i64)gr * 128)[ch] = v[j];
+            }
+        };
+        if (kpe) kpe_load(0);
+        TileCoord ntc = tc;
+        RowSrc nxt = cur;
+        if (tn < P.num_tiles) {
+            ntc = tile_coord(P, tn);
+            nxt = find_row(P, ntc.m * BM + pw * RPW + (lane % RPW), cu0);
+        }
+        if (kpe) {
+            kpe_store(0);
+            kpe_load(1);
+            kpe_store(1);
+        }
+        cp_async_wait<0>();
+        fence_proxy_async();
+        mbar_arrive(&full[prev]);
+        prev = -1;
+        if (tn >= P.num_tiles) break;
+        t = tn;
+        tc = ntc;
+        cur = nxt;
     }
-    cp_async_wait<0>();
 }
 
 MJ_DEVICE void gemm(const GemmSm90Params& P) {
@@ -209,7 +269,7 @@ MJ_DEVICE void gemm(const GemmSm90Params& P) {
     const TensorMap* tm_c = reinterpret_cast<const TensorMap*>(&P.tm_c);
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
-            // Paged A: thread 0's arrive.expect_tx (B's bytes) and one cp.async-completion arrival per producer thread.
+            // Paged A: thread 0's arrive.expect_tx (B's bytes) and one arrival per producer thread (produce_paged).
             mbar_init(&full[s], MJ_A_PAGED ? 1 + 128 : 1);
             mbar_init(&empty[s], 2 * 128);
         }
@@ -268,7 +328,6 @@ MJ_DEVICE void gemm(const GemmSm90Params& P) {
         for (int kt = 0; kt < KT; ++kt, ++it) {
             const int s = it % ST;
             mbar_wait(&full[s], (it / ST) & 1);
-            if constexpr (MJ_A_PAGED) fence_proxy_async();  // A landed by cp.async (generic proxy), read by wgmma
             unsigned char* sa = smem + s * STAGE_BYTES;
             unsigned char* sb = sa + A_BYTES;
             // A: K-major, 128-byte swizzle, 8-row groups 1024 B apart; a k16 step moves 32 B along the row

@@ -22,7 +22,7 @@ const std::vector<EnvVarDoc>& env_var_docs() {
         {"MLAJIT_MQA_TILE", "(per head count)", "sparse MQA tile BLOCK_HxBLOCK_N, e.g. 64x64"},
         {"MLAJIT_PATH", "auto", "auto, dense_mha, masked_mha, sparse_mqa: force the prefill path"},
         {"MLAJIT_TIER", "auto", "auto: Hopper tier (wgmma, TMA) on sm_90a, portable elsewhere; portable: mma.sync tier everywhere"},
-        {"MLAJIT_GEMM", "auto", "auto: mlajit's own GEMM kernel for the projections on the Hopper tier, cuBLASLt elsewhere; cublaslt: cuBLASLt everywhere; fused: auto, and a paged bf16 cache's K/V up-projection reads the pages itself (no separate gather; less workspace; measured no faster)"},
+        {"MLAJIT_GEMM", "auto", "auto: mlajit's own GEMM kernel for the projections on the Hopper tier (a paged bf16 cache's K/V up-projection reads the pages itself up to 16 heads, after a separate gather above), cuBLASLt elsewhere; cublaslt: cuBLASLt everywhere; fused: auto, the up-projection reading the pages at any head count; unfused: auto, always the separate gather"},
         {"MLAJIT_SMALL_STEP_KEYS", "64", "dense MHA steps of the one-call prefill whose requests have at most this many keys (and at most 64 new tokens) run as one launch: the MHA kernel computes its head's K/V up-projection itself; 0: always a separate up-projection GEMM"},
         {"MLAJIT_MASKED_MHA_MAX_SEQ", "(planner)", "masked MHA for requests with s_k up to this, sparse MQA above"},
         {"MLAJIT_PLAN_TABLE", "(cache)", "calibration table file for the planner"},
@@ -135,7 +135,8 @@ Config parse_config(const EnvLookup& getenv) {
         if (*v == "auto") c.gemm = GemmChoice::auto_;
         else if (*v == "cublaslt") c.gemm = GemmChoice::cublaslt;
         else if (*v == "fused") c.gemm = GemmChoice::fused;
-        else bad("MLAJIT_GEMM", *v, "auto, cublaslt, fused");
+        else if (*v == "unfused") c.gemm = GemmChoice::unfused;
+        else bad("MLAJIT_GEMM", *v, "auto, cublaslt, fused, unfused");
     }
     if (auto v = nonempty(getenv, "MLAJIT_SMALL_STEP_KEYS"))
         c.small_step_keys = *v == "0" ? 0 : (int)parse_positive("MLAJIT_SMALL_STEP_KEYS", *v, 65536);

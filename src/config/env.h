@@ -19,11 +19,12 @@ enum class PathChoice { auto_, dense_mha, masked_mha, sparse_mqa };
 enum class TierChoice { auto_, portable };
 // Which GEMM serves the one-call prefill's projections: auto = mlajit's own (NVRTC-compiled) kernel on the
 // Hopper tier, cuBLASLt elsewhere; cublaslt = cuBLASLt everywhere.
-// fused: auto, and a paged bf16 cache's K/V up-projection reads its rows straight out of the pages (the
-// GEMM's A_PAGED variant, issue 15) instead of a copy made by the paged_gather kernel first. Not the default:
-// on the H200 that GEMM measured 1.09-1.15x the dense one, so gather + dense GEMM was as fast (16 heads)
-// or faster (128 heads; docs/PERF.md); it saves the workspace's [keys, 576] copy (k_pe [keys, 64] instead).
-enum class GemmChoice { auto_, cublaslt, fused };
+// A paged bf16 cache's K/V up-projection, with mlajit's kernel: either it reads its rows straight out of
+// the pages (the GEMM's A_PAGED variant, issue 15; the workspace keeps k_pe [keys, 64] instead of a
+// [keys, 576] copy) or the paged_gather kernel copies them first. auto: the former up to
+// kFusedPagedAutoMaxHeads heads (ops/kernel_configs.h: measured faster there, slower at 128 heads;
+// docs/PERF.md); fused: the former at any head count; unfused: always the copy.
+enum class GemmChoice { auto_, cublaslt, fused, unfused };
 
 struct TileOverride {
     int a = 0, b = 0;  // MHA: BLOCK_M x BLOCK_N; MQA: BLOCK_H x BLOCK_N

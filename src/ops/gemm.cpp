@@ -25,7 +25,7 @@ void GemmRunner::run(const GemmDesc& g, void* workspace, size_t workspace_bytes,
     h_.cublaslt_gemm().run(g, workspace, workspace_bytes, stream, what);
 }
 
-bool GemmRunner::fused_paged() const { return jit_ && use_fused_paged_gemm(h_.arch()); }
+int64_t GemmRunner::fused_paged_max_heads() const { return jit_ ? mlajit::fused_paged_max_heads(h_.arch()) : 0; }
 
 void GemmRunner::run_paged(const GemmDesc& g, const GemmPagedA& pa, CUstream stream, const char* what) {
     if (g.m == 0 || g.n == 0) return;

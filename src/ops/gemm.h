@@ -26,14 +26,14 @@ public:
     // workspace: cuBLASLt's scratch (the JIT kernel needs none).
     void run(const GemmDesc& g, void* workspace, size_t workspace_bytes, CUstream stream, const char* what);
     // The up-projection with A's rows read straight out of the paged latent cache (the paged-A variant of the
-    // Hopper kernel; the caller checked fused_paged() and that g is a K = 512 product, B K-major).
+    // Hopper kernel; the caller checked fused_paged_max_heads() and that g is a K = 512 product, B K-major).
     void run_paged(const GemmDesc& g, const GemmPagedA& pa, CUstream stream, const char* what);
 
     // Whether run() takes the JIT kernel for products it can read (the Hopper tier, MLAJIT_GEMM unset or auto).
     bool jit() const { return jit_; }
-    // Whether a paged bf16 cache's up-projection runs run_paged (MLAJIT_GEMM=fused with the JIT kernel): the
-    // one decision both the workspace query and the call take (mla_paged_fused).
-    bool fused_paged() const;
+    // Up to how many heads a paged bf16 cache's up-projection runs run_paged (0: never; the JIT kernel and
+    // fused_paged_max_heads): what both the workspace query and the call decide by (mla_paged_fused).
+    int64_t fused_paged_max_heads() const;
     // Products run so far by the JIT kernel and by cuBLASLt.
     int64_t jit_runs() const { return jit_runs_.load(std::memory_order_relaxed); }
     int64_t cublaslt_runs() const { return lt_runs_.load(std::memory_order_relaxed); }

@@ -1,6 +1,7 @@
 #include "ops/kernel_configs.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 #include "config/env.h"
@@ -177,7 +178,10 @@ KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nma
 }
 
 bool use_jit_gemm(const Arch& arch) { return use_hopper_tier(arch) && config().gemm != GemmChoice::cublaslt; }
-bool use_fused_paged_gemm(const Arch& arch) { return use_jit_gemm(arch) && config().gemm == GemmChoice::fused; }
+int64_t fused_paged_max_heads(const Arch& arch) {
+    if (!use_jit_gemm(arch) || config().gemm == GemmChoice::unfused) return 0;
+    return config().gemm == GemmChoice::fused ? std::numeric_limits<int64_t>::max() : kFusedPagedAutoMaxHeads;
+}
 
 std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch) {
     std::vector<KernelSpec> out;
@@ -185,7 +189,7 @@ std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch) {
         for (int bn : {256, 128}) {
             out.push_back(gemm_sm90_spec(arch, bm, bn, false, gemm_sm90_k_tiles(kDimLatent)));  // up- and output projection
             out.push_back(gemm_sm90_spec(arch, bm, bn, true, gemm_sm90_k_tiles(kDimNope)));     // query absorption
-            if (use_fused_paged_gemm(arch))  // the up-projection gathering its rows out of a paged bf16 cache
+            if (fused_paged_max_heads(arch) > 0)  // the up-projection gathering its rows out of a paged bf16 cache
                 out.push_back(gemm_sm90_spec(arch, bm, bn, false, gemm_sm90_k_tiles(kDimLatent), true));
         }
     return out;

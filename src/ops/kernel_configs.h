@@ -2,6 +2,7 @@
 // each template), the default per arch and head count, and the validation of MLAJIT_*_TILE overrides.
 // Specs built here are what the ops launch and what warmup precompiles: one source of truth.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "jit/kernel_spec.h"
@@ -67,13 +68,19 @@ KernelSpec quantize_cache_spec(const Arch& arch);
 KernelSpec gemm_sm90_spec(const Arch& arch, int block_m, int block_n, bool b_nmajor, int k_tiles, bool a_paged = false);
 // Whether the one-call prefill's projections run that kernel on arch: the Hopper tier, unless MLAJIT_GEMM=cublaslt.
 bool use_jit_gemm(const Arch& arch);
-// Whether the paged bf16 cache's up-projection gathers its rows inside that kernel (the paged-A variant):
-// MLAJIT_GEMM=fused (on the Hopper tier). Off by default: measured no faster than the separate gather
-// kernel + the dense GEMM (docs/PERF.md, "The paged bf16 cache's up-projection reads the pages itself").
-bool use_fused_paged_gemm(const Arch& arch);
+// Up to how many heads the paged bf16 cache's up-projection gathers its rows inside that kernel (the paged-A
+// variant) rather than after the separate paged_gather kernel, by default. The paged-A GEMM costs ~1.09x the
+// dense one (H200, 8192 keys; docs/PERF.md, "The paged bf16 cache's up-projection reads the pages itself"),
+// a cost that grows with N = heads x 256, while the gather's ~11 us does not: at 16 heads it won by 4-5 us
+// (67 against 72), at 32 it tied (122-128 against 124-125), at 128 it lost by 25-30 us (443 against 418).
+inline constexpr int64_t kFusedPagedAutoMaxHeads = 16;
+// The most heads for which a paged bf16 cache's up-projection reads the pages itself on arch: 0 when never
+// (not the Hopper tier, MLAJIT_GEMM=cublaslt or unfused), kFusedPagedAutoMaxHeads by default, any count with
+// MLAJIT_GEMM=fused.
+int64_t fused_paged_max_heads(const Arch& arch);
 // Every GEMM kernel the one-call prefill's projections can launch (what warmup precompiles): the up-projection
 // and output projection (K = 512, B K-major), the query absorption (K = 128, B N-major), each tile, and where
-// use_fused_paged_gemm the up-projection's paged-A variant, each tile.
+// fused_paged_max_heads > 0 the up-projection's paged-A variant, each tile.
 std::vector<KernelSpec> prefill_gemm_specs(const Arch& arch);
 int gemm_smem_bytes(const KernelSpec& s);
 int gemm_threads(const KernelSpec& s);

@@ -84,14 +84,16 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
 std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s, const int32_t* cu_q,
                                  const int32_t* cu_k, int force_path);
 
-// fused_paged: the handle's GemmRunner::fused_paged() (the size of what mla_prefill will run there).
-size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged = false);
+// fused_max_heads: the handle's GemmRunner::fused_paged_max_heads() (the size of what mla_prefill will run
+// there; 0: the separate gather).
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads = 0);
+// Whether a call with shapes s takes the fused paged up-projection (a bf16 paged cache, at most
+// fused_max_heads heads: GemmRunner::fused_paged_max_heads()). Sets nothing.
+bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads);
 // Sets s.small_max_q / small_max_keys for a call on arch (MLAJIT_SMALL_STEP_KEYS; inputs whose rows are not
 // 16-byte aligned keep the separate up-projection). The workspace query leaves them 0;
 // schedule_mla sizes every step as if it were not small either, so the query and the call need the same bytes.
 void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill_args& a);
-// Whether a call with shapes s takes the fused paged up-projection, given GemmRunner::fused_paged() (sets nothing).
-bool mla_paged_fused(const MlaShapes& s, bool fused_paged_gemm);
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream);
 
 }  // namespace mlajit

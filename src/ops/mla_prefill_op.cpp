@@ -321,7 +321,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
     MlaShapes s = check_mla_args(a, true);
-    s.paged_fused = mla_paged_fused(s, h.gemm().fused_paged());  // as the size query (c_api.cpp)
+    s.paged_fused = mla_paged_fused(s, h.gemm().fused_paged_max_heads());  // as the size query (c_api.cpp)
     enable_small_steps(s, h.arch(), a);
     const auto paths = plan_mla_paths(h.gpu_name(), s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     const MlaSchedule sch = schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths);

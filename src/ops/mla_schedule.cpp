@@ -302,11 +302,11 @@ void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill
     s.small_max_keys = config().small_step_keys;
 }
 
-bool mla_paged_fused(const MlaShapes& s, bool fused_paged_gemm) { return s.paged && !s.kv_fp8 && fused_paged_gemm; }
+bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads) { return s.paged && !s.kv_fp8 && s.heads <= fused_max_heads; }
 
-size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, bool fused_paged) {
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads) {
     MlaShapes s = check_mla_args(a, false);
-    s.paged_fused = mla_paged_fused(s, fused_paged);
+    s.paged_fused = mla_paged_fused(s, fused_max_heads);
     const auto paths = plan_mla_paths(gpu_name, s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     return schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths).workspace_bytes;
 }

@@ -34,13 +34,15 @@ GemmDesc up_projection(int64_t m, int heads) {
 
 TEST_CASE("gemm sm90: every projection variant compiles for sm_90a without spills, within one block's shared memory") {
     REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
-    auto specs = prefill_gemm_specs(Arch::parse("sm_90a"));
-    // Per tile (4): the up/output projection and the query absorption (the default: MLAJIT_GEMM unset).
-    CHECK(specs.size() == 8);
-    // And the up-projection reading the pages of a paged bf16 cache (A_PAGED = 1: K 512, B K-major), which
-    // MLAJIT_GEMM=fused launches: compiled here whatever the environment.
+    std::vector<KernelSpec> specs;
+    // Per tile (4): the up/output projection and the query absorption, and the up-projection reading the
+    // pages of a paged bf16 cache (A_PAGED = 1: K 512, B K-major): compiled here whatever the environment.
     for (int bm : {128, 64})
-        for (int bn : {256, 128}) specs.push_back(gemm_sm90_spec(Arch::parse("sm_90a"), bm, bn, false, 8, true));
+        for (int bn : {256, 128}) {
+            specs.push_back(gemm_sm90_spec(Arch::parse("sm_90a"), bm, bn, false, 8));
+            specs.push_back(gemm_sm90_spec(Arch::parse("sm_90a"), bm, bn, true, 2));
+            specs.push_back(gemm_sm90_spec(Arch::parse("sm_90a"), bm, bn, false, 8, true));
+        }
     for (const KernelSpec& s : specs) {
         CAPTURE(spec_name(s));
         CHECK(gemm_smem_bytes(s) <= 232448);  // sm_90's opt-in limit per block
@@ -98,22 +100,28 @@ TEST_CASE("gemm sm90: warmup's variants hold the projections' GEMM kernels on sm
     auto count = [](const std::vector<KernelSpec>& v) {
         return std::count_if(v.begin(), v.end(), [](const KernelSpec& s) { return s.family == Family::gemm_sm90; });
     };
-    CHECK(count(model_variants(m, {1, 8}, {Arch::parse("sm_90a")})) == 8);
-    CHECK(count(model_variants(m, {1, 8}, {Arch::parse("sm_80")})) == 0);
-    // MLAJIT_GEMM=fused: warmup also prebuilds the paged-A up-projection, one per tile.
+    auto paged = [](const std::vector<KernelSpec>& v) {
+        return std::count_if(v.begin(), v.end(), [](const KernelSpec& s) {
+            return s.family == Family::gemm_sm90 && s.p[5] == 1 && s.p[4] == 8 && s.p[3] == 0;
+        });
+    };
+    // Per tile: the up/output projection, the query absorption and (by default: the paged up-projection reads
+    // the pages up to kFusedPagedAutoMaxHeads heads) the paged-A up-projection. MLAJIT_GEMM=unfused: not the last.
     const char* prev = std::getenv("MLAJIT_GEMM");
     const std::string saved = prev ? prev : "";
-    setenv("MLAJIT_GEMM", "fused", 1);
+    unsetenv("MLAJIT_GEMM");
     reload_config();
-    const auto fused = model_variants(m, {1, 8}, {Arch::parse("sm_90a")});
-    const auto paged = std::count_if(fused.begin(), fused.end(), [](const KernelSpec& s) {
-        return s.family == Family::gemm_sm90 && s.p[5] == 1 && s.p[4] == 8 && s.p[3] == 0;
-    });
+    const auto by_default = model_variants(m, {1, 8}, {Arch::parse("sm_90a")});
     const auto on_sm80 = count(model_variants(m, {1, 8}, {Arch::parse("sm_80")}));
+    setenv("MLAJIT_GEMM", "unfused", 1);
+    reload_config();
+    const auto unfused = model_variants(m, {1, 8}, {Arch::parse("sm_90a")});
     if (prev) setenv("MLAJIT_GEMM", saved.c_str(), 1);
     else unsetenv("MLAJIT_GEMM");
     reload_config();
-    CHECK(count(fused) == 12);
-    CHECK(paged == 4);
+    CHECK(count(by_default) == 12);
+    CHECK(paged(by_default) == 4);
+    CHECK(count(unfused) == 8);
+    CHECK(paged(unfused) == 0);
     CHECK(on_sm80 == 0);
 }

@@ -305,12 +305,14 @@ TEST_CASE("mla_prefill: the paged latent cache (kv_cache + block_table) is check
     }
     // The Hopper GEMM gathering inside the up-projection (paged_fused): MHA steps keep only their keys' k_pe
     // rows [tk, 64] instead of the full rows [tk, 576]; sparse MQA steps are unchanged; the call needs less.
-    CHECK(mla_paged_fused(s, true));
-    CHECK_FALSE(mla_paged_fused(s, false));
-    CHECK_FALSE(use_fused_paged_gemm(Arch::parse("sm_80")));  // GemmRunner::fused_paged() needs it
+    // By head count (GemmRunner::fused_paged_max_heads(): kFusedPagedAutoMaxHeads by default on the Hopper tier).
+    CHECK(mla_paged_fused(s, s.heads));
+    CHECK_FALSE(mla_paged_fused(s, s.heads - 1));
+    CHECK_FALSE(mla_paged_fused(s, 0));
+    CHECK(fused_paged_max_heads(Arch::parse("sm_80")) == 0);  // the Hopper tier's kernel only
     MlaShapes f8 = s;
     f8.kv_fp8 = true;
-    CHECK_FALSE(mla_paged_fused(f8, true));  // the FP8 cache keeps its dequantizing gather
+    CHECK_FALSE(mla_paged_fused(f8, s.heads));  // the FP8 cache keeps its dequantizing gather
     MlaShapes f = s;
     f.paged_fused = true;
     const MlaSchedule fsch = schedule_mla(f, kCuQ, kCuK, paths);

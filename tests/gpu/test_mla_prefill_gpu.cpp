@@ -279,8 +279,8 @@ TEST_CASE("gpu: mla_prefill is right at every token count of a GEMM class (the c
 
 namespace {
 
-// The paged bf16 cache against the contiguous form on the same latent rows (issue 15: the separate gather
-// by default; with MLAJIT_GEMM=fused, on the Hopper tier, the K/V up-projection reads the pages itself): every form must
+// The paged bf16 cache against the contiguous form on the same latent rows (issue 15: MLAJIT_GEMM=unfused, the
+// separate gather; MLAJIT_GEMM=fused, on the Hopper tier, the K/V up-projection reads the pages itself): every form must
 // give the same bits (the up-projection's GEMM sums in the same order whichever way A arrives), and the
 // paged form the float64 DSA result.
 // small: with small dense steps on (MLAJIT_SMALL_STEP_KEYS as set; the forms then differ only where a step
@@ -329,20 +329,21 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
     const char* prev_env = std::getenv("MLAJIT_GEMM");
     const std::optional<std::string> prev_gemm = prev_env ? std::optional<std::string>(prev_env) : std::nullopt;
     if (prev_gemm && *prev_gemm != "auto") {
-        MESSAGE("MLAJIT_GEMM=" << *prev_gemm << " is set: forms 1 and 2 may run the same way");
+        MESSAGE("MLAJIT_GEMM=" << *prev_gemm << " is set: forms 1 and 2 run the same way");
     }
     std::vector<int> forces = {-1, MLAJIT_PATH_MASKED_MHA};
     if (all_short && all_paths) forces.push_back(MLAJIT_PATH_DENSE_MHA);
     for (int force : forces) {
         a.force_path = force;
-        // form 0: contiguous kv_c / k_pe; 1: the pages (the separate gather); 2: the pages, MLAJIT_GEMM=fused
-        // (the up-projection reads them, on the Hopper tier).
+        // form 0: contiguous kv_c / k_pe; 1: the pages, MLAJIT_GEMM=unfused (the separate gather); 2: the pages,
+        // MLAJIT_GEMM=fused (the up-projection reads them, on the Hopper tier). Forced both ways (the default
+        // picks by head count); with MLAJIT_GEMM set otherwise by the caller, that setting runs both.
         std::vector<uint16_t> outs[3];
         std::vector<float> lses[3];
         size_t bytes[3] = {0, 0, 0};
         for (int form = 0; form < 3; ++form) {
             INFO("heads " << h << " batch " << B << " block_size " << bs << " force_path " << force << " form " << form);
-            if (form == 2 && !(prev_gemm && *prev_gemm == "cublaslt")) setenv("MLAJIT_GEMM", "fused", 1);
+            if (form > 0 && !prev_gemm) setenv("MLAJIT_GEMM", form == 1 ? "unfused" : "fused", 1);
             reload_config();
             a.kv_c = form == 0 ? kv_c : mlajit_tensor{};
             a.k_pe = form == 0 ? k_pe : mlajit_tensor{};
@@ -356,10 +357,7 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
             dlse.poison();
             const int64_t jit_before = gemm.jit_runs();
             const mlajit_status st = mlajit_mla_prefill(G->handle, &a, G->stream);
-            if (form == 2) {
-                if (prev_gemm) setenv("MLAJIT_GEMM", prev_gemm->c_str(), 1);
-                else unsetenv("MLAJIT_GEMM");
-            }
+            if (form > 0 && !prev_gemm) unsetenv("MLAJIT_GEMM");
             reload_config();
             MLAJIT_CHECK_OK(st);
             outs[form] = dout.download();
@@ -376,7 +374,7 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
             diff_unfused += outs[1][i] != outs[0][i];
             diff_fused += outs[2][i] != outs[0][i];
         }
-        CHECK_MESSAGE(diff_unfused == 0, diff_unfused << " output elements of the paged form (separate gather) differ from the contiguous form");
+        CHECK_MESSAGE(diff_unfused == 0, diff_unfused << " output elements of the paged form (MLAJIT_GEMM=unfused) differ from the contiguous form");
         CHECK_MESSAGE(diff_fused == 0, diff_fused << " output elements of the paged form (MLAJIT_GEMM=fused) differ from the contiguous form");
         CHECK(std::memcmp(lses[1].data(), lses[0].data(), lses[0].size() * 4) == 0);
         CHECK(std::memcmp(lses[2].data(), lses[0].data(), lses[0].size() * 4) == 0);
@@ -388,10 +386,10 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
     // A block-table entry out of range (device memory: the host cannot see it). The fused up-projection reads
     // that page's rows as zeros and writes their k_pe as NaN (the separate gather: the whole rows as NaN), so
     // every query attending one of its keys is NaN, and no other request changes. Masked MHA; the last
-    // request's second page goes bad. Both ways (the default, then MLAJIT_GEMM=fused).
+    // request's second page goes bad. Both ways (MLAJIT_GEMM=unfused, then fused).
     for (int fused = 0; fused < 2; ++fused) {
         INFO("MLAJIT_GEMM=fused " << fused);
-        if (fused && !prev_gemm) setenv("MLAJIT_GEMM", "fused", 1);
+        if (!prev_gemm) setenv("MLAJIT_GEMM", fused ? "fused" : "unfused", 1);
         reload_config();
         a.force_path = small ? MLAJIT_PATH_DENSE_MHA : MLAJIT_PATH_MASKED_MHA;
         a.kv_c = a.k_pe = mlajit_tensor{};
@@ -414,10 +412,10 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
         CHECK(n.changed_elsewhere == 0);
         CHECK(n.attending > 0);
         MESSAGE("FIGURE bf16 paged bad page id (" << std::string(small ? "dense MHA, small steps" : "masked MHA") << ", block size "
-                << bs << std::string(fused ? ", MLAJIT_GEMM=fused" : "") << "): "
+                << bs << std::string(fused ? ", MLAJIT_GEMM=fused" : ", MLAJIT_GEMM=unfused") << "): "
                 << n.attending << " query rows attend it, " << n.nan_rows << " rows NaN, " << n.changed_elsewhere
                 << " elements of other requests changed");
-        if (fused && !prev_gemm) unsetenv("MLAJIT_GEMM");
+        if (!prev_gemm) unsetenv("MLAJIT_GEMM");
         reload_config();
     }
 }

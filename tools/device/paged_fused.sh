@@ -2,8 +2,8 @@
 # Issue 15's fused paged up-projection in one device call: the one-call / paged / GEMM GPU tests,
 # compute-sanitizer memcheck + racecheck on the small paged case (racecheck on the GEMM kernel only), then
 # mlajit-bench --kv fp8 at batch 1, s_q = s_k = 8192, heads 128 and 16: call_bf16 (paged, block size 64)
-# against call_contig (contiguous rows), with the separate gather (default) and with MLAJIT_GEMM=fused (the
-# up-projection reading the pages). The GEMM-level timings are the FIGURE lines of the GEMM GPU test. MLAJIT_PREBUILT_DIR=<dir with mlajit_gpu_tests and mlajit-bench> skips the build
+# against call_contig (contiguous rows), with the separate gather (MLAJIT_GEMM=unfused) and with
+# MLAJIT_GEMM=fused (the up-projection reading the pages; the default up to 16 heads). The GEMM-level timings are the FIGURE lines of the GEMM GPU test. MLAJIT_PREBUILT_DIR=<dir with mlajit_gpu_tests and mlajit-bench> skips the build
 # (falls back to building when they do not run here); MLAJIT_WARM_CACHE, below. Logs in $OUT/paged_logs.tgz, the summary last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -55,7 +55,7 @@ bench() {  # $1: label, rest: env
   echo "bench $label rc=$?"
 }
 bench fused MLAJIT_GEMM=fused
-bench unfused MLAJIT_LOG_LEVEL=warn
+bench unfused MLAJIT_GEMM=unfused
 echo "bench: $(( $(date +%s) - t3 )) s"
 for label in fused unfused; do
   echo "== $label"
