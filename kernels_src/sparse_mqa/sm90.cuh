@@ -161,6 +161,21 @@ static_assert(128 * (168 - kProducerRegs) >= 256 * (kMathRegs - 168), "the produ
 // Math schedule (MJ_MQA90_SCHED above). The register-staged FP8 producer keeps schedule 0: schedule 1 spills at
 // its 176 registers; the shared-memory-staged one needs schedule 1 (the empty_hi barriers below).
 constexpr bool kSched1 = (MJ_MQA90_SCHED == 1 && !kFp8) || kF8Stage;
+// Schedule 2 (bf16, development switch MJ_MQA90_SCHED = 2): tiles go in pairs, E = 2i in slot 0 and O = 2i + 1 in
+// slot 1; warpgroup 0 computes S of E, warpgroup 1 S of O, so one warpgroup's softmax runs while the other's wgmma
+// keeps the tensor pipe busy. Warpgroup g owns O[:, 256 g ..]: it adds its own tile's P V from registers and the
+// other tile's from P in shared memory. Each slot is released in halves (blocks 0-3 / blocks 4-8) by the one
+// warpgroup that reads that half last, so the producer refills a half as soon as it is free (the idea of FlashMLA's
+// sm90 sparse prefill; written here from its description). The design, the barrier chain and the reasoning:
+// docs/perf_mqa_notes.md, "Hopper tier v5".
+constexpr bool kSched2 = MJ_MQA90_SCHED == 2 && !kFp8 && MJ_MQA90_PAIR == 0;
+// Schedule 2's barriers besides full[s] (blocks 0-3 of slot s landed) and empty[s] (blocks 0-3 free): full_hi[s]
+// and empty_hi[s] for blocks 4-8, in the second half of the maxima scratch (schedule 2 exchanges maxima through
+// the first half only, and its row sums through the P region).
+constexpr int kOffBarHi = kOffMax + 64 * 4;
+// Schedule 2's named barriers (256 threads each): maxima of E (warpgroup 0 -> 1) and of the pair (1 -> 0),
+// P of E stored (0 -> 1), P of O stored (1 -> 0).
+constexpr int kBarM0 = 4, kBarM1 = 5, kBarPE = 6, kBarPO = 7;
 constexpr bool kPair = MJ_MQA90_PAIR != 0;
 static_assert(!kPair || (kSched1 && !kFp8), "the CTA pair needs schedule 1 (bf16)");
 // Slots released in two parts (empty: warpgroup 0 is done with blocks 0-3; empty_hi: warpgroup 0 handed the
@@ -261,7 +276,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     const unsigned crank = kPair ? mj90::cluster_ctarank() : 0u;
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            if constexpr (kPair) {
+            if constexpr (kSched2) {
+                unsigned long long* hi = (unsigned long long*)(smem + kOffBarHi);
+                mj90::mbar_init(&full[s], 128);    // every producer thread's cp.async of blocks 0-3
+                mj90::mbar_init(&hi[s], 128);      // full_hi: blocks 4-8
+                mj90::mbar_init(&empty[s], 128);   // the warpgroup that reads blocks 0-3 last
+                mj90::mbar_init(&hi[kS + s], 128); // empty_hi: the warpgroup that reads blocks 4-8 last
+            } else if constexpr (kPair) {
                 mj90::mbar_init(&own[s], 128);   // this CTA's cp.async half
                 mj90::mbar_init(&full[s], 1);    // one arrive.expect_tx for the peer's half, after our own half
                 mj90::mbar_init(&empty[s], kConsumers + 8);  // every local math thread, one per peer math warp
@@ -496,6 +517,55 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         mj90::cp_async_wait<0>();
         return;
     }
+    if (kSched2 && warp >= 8) {
+        // ---- producer, schedule 2: pair i = tiles E = 2i (slot 0) and O = 2i + 1 (slot 1; rows past the key set,
+        // a whole tile O for an odd tile count included, load zeros and are masked by the math). Each half of a slot
+        // is refilled as soon as its last reader released it, in the order they free up: blocks 0-3 of E (warpgroup
+        // 0's P V of E), blocks 4-8 of O (warpgroup 1's P V of O), blocks 4-8 of E (warpgroup 1's P V of E, P of E
+        // lives in E's block 8), blocks 0-3 of O (warpgroup 0's P V of O). Warp pw copies rows 16 pw .. + 15, one
+        // row an instruction (lanes = 16-byte chunks).
+        mj90::setmaxnreg_dec<kProducerRegs>();
+        const int pw = warp - 8;
+        unsigned long long* full_hi = (unsigned long long*)(smem + kOffBarHi);
+        unsigned long long* empty_hi = full_hi + kS;
+        const int npairs = (ntiles + 1) >> 1;
+        auto row_of = [&](int t) -> const unsigned char* {
+            const int c = t * kN + pw * 16 + (lane & 15);
+            return c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
+        };
+        auto copy_half = [&](int slot, const unsigned char* mine, bool hi, unsigned long long* bar) {
+            unsigned char* tile = smem + kOffK + slot * kTileBytes;
+#pragma unroll 4
+            for (int i = 0; i < 16; ++i) {
+                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                const bool ok = rowp != nullptr;
+                const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+                if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
+                if (!hi) {
+                    mj90::cp_async_16(tile + tile_off(pw * 16 + i, lane), src + lane * 16, ok);
+                } else {
+                    mj90::cp_async_16(tile + tile_off(pw * 16 + i, lane + 32), src + (lane + 32) * 16, ok);
+                    if (lane < 8) mj90::cp_async_16(tile + tile_off(pw * 16 + i, lane + 64), src + (lane + 64) * 16, ok);
+                }
+            }
+            mj90::cp_async_mbar_arrive_noinc(bar);
+        };
+        for (int i = 0; i < npairs; ++i) {
+            const unsigned char* re = row_of(2 * i);
+            const unsigned char* ro = row_of(2 * i + 1);
+            const unsigned par = (unsigned)((i - 1) & 1);  // the previous pair's releases
+            if (i > 0) mj90::mbar_wait(&empty[0], par);
+            copy_half(0, re, false, &full[0]);
+            if (i > 0) mj90::mbar_wait(&empty_hi[1], par);
+            copy_half(1, ro, true, &full_hi[1]);
+            if (i > 0) mj90::mbar_wait(&empty_hi[0], par);
+            copy_half(0, re, true, &full_hi[0]);
+            if (i > 0) mj90::mbar_wait(&empty[1], par);
+            copy_half(1, ro, false, &full[1]);
+        }
+        mj90::cp_async_wait<0>();
+        return;
+    }
     if (!kFp8 && warp >= 8) {  // (kFp8 producers returned above)
         // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
         // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
@@ -603,7 +673,205 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     float m0 = MJ_NEG_INF, m1 = MJ_NEG_INF, l0 = 0.f, l1 = 0.f;
 
     float L0, L1;  // total row sums
-    if constexpr (kSched1) {
+    if constexpr (kSched2) {
+        // Schedule 2 (see kSched2 and the producer above). Per pair, with m the running max both warpgroups share:
+        //  warpgroup 0: S_E; mA = max(m, rowmax S_E) -> s_max, kBarM0; P_E at mA, O0 *= exp(m - mA); O0 += P_E V_E[:, 0..255]
+        //    (A from registers); release E's blocks 0-3; kBarM1 -> mB; store P_E exp(mA - mB) into E's block 8,
+        //    kBarPE; O0, l0 *= exp(mA - mB); kBarPO; O0 += P_O V_O[:, 0..255] (P_O from the P region); S_E of the next
+        //    pair issued behind it; release O's blocks 0-3.
+        //  warpgroup 1: S_O; kBarM0 -> mA; mB = max(mA, rowmax S_O) -> s_max, kBarM1; P_O at mB, O1 *= exp(m - mB);
+        //    O1 += P_O V_O[:, 256..511] (registers); store P_O into the P region; kBarPE; O1 += P_E V_E[:, 256..511];
+        //    kBarPO; release O's blocks 4-8, then E's blocks 4-8.
+        // The P region is free when P_O is stored: warpgroup 0 released O's blocks 0-3 only after its P V read it,
+        // and warpgroup 1 waited for the refill of those blocks (S_O) before storing. s_max: each write is ordered
+        // after the other warpgroup's read by the kBarM0 -> kBarM1 -> kBarPE -> kBarPO chain.
+        unsigned long long* full_hi = (unsigned long long*)(smem + kOffBarHi);
+        unsigned long long* empty_hi = full_hi + kS;
+        const int npairs = (ntiles + 1) >> 1;
+        const unsigned slot0 = sk, slot1 = sk + kTileBytes;
+        float s[32];
+        mj_u32 pa[16];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
+        // S += Q K^T over the k-steps [k0, k1) of the tile at `tile` (16 per column block; block 8 is the rope).
+        auto issue_s = [&](unsigned tile, int k0, int k1, bool zero) {
+            if (zero) {
+#pragma unroll
+                for (int i = 0; i < 32; ++i) s[i] = 0.f;
+            }
+            mj90::wgmma_fence();
+            if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+                for (int kk = k0; kk < k1; ++kk) {
+                    const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
+                    mj90::wgmma_m64n64k16_ss(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16), mj90::smem_desc_addr(tile + koff, 128, 1024, 16));
+                }
+            }
+            mj90::wgmma_commit();
+        };
+        // O += P V over this warpgroup's 256 columns, P from registers (pa) or from shared memory at `pbase`.
+        auto issue_pv_rs = [&](unsigned vbase) {
+            mj90::wgmma_fence();
+            if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const mj_u32 a4[4] = {pa[4 * j], pa[4 * j + 1], pa[4 * j + 2], pa[4 * j + 3]};
+                    mj90::wgmma_m64n256k16_rs<1>(o, a4, mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
+                }
+            }
+            mj90::wgmma_commit();
+        };
+        auto issue_pv_ss = [&](unsigned pbase, unsigned vbase) {
+            mj90::wgmma_fence();
+            if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(pbase + j * 32, 128, 1024, 16),
+                                                 mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
+            }
+            mj90::wgmma_commit();
+        };
+        // Masks the columns of tile t past the key set; returns the tile's row maxima.
+        auto mask_max = [&](int t, float& mx0, float& mx1) {
+            const int lim = nvalid - t * kN - 2 * q4;  // column c of this thread is valid iff c - 2 q4 < lim
+            mx0 = mx1 = MJ_NEG_INF;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    if (i * 8 + j >= lim) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
+                    mx0 = fmaxf(mx0, s[4 * i + j]);
+                    mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
+                }
+            mx0 = mj_warp_max4(mx0);
+            mx1 = mj_warp_max4(mx1);
+        };
+        // P = exp2(S sl2 - ms) kept in s (fp32) and pa (bf16); the row sums of P returned.
+        auto exponentiate = [&](float ms0, float ms1, float& rs0, float& rs1) {
+            rs0 = rs1 = 0.f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                s[4 * i] = mj_exp2(fmaf(s[4 * i], sl2, -ms0));
+                s[4 * i + 1] = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
+                s[4 * i + 2] = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1));
+                s[4 * i + 3] = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
+                rs0 += s[4 * i] + s[4 * i + 1];
+                rs1 += s[4 * i + 2] + s[4 * i + 3];
+                pa[2 * i] = mj_pack_bf16x2(s[4 * i], s[4 * i + 1]);
+                pa[2 * i + 1] = mj_pack_bf16x2(s[4 * i + 2], s[4 * i + 3]);
+            }
+        };
+        // Stores pa (warpgroup 1) or s * beta (warpgroup 0) as bf16 [64 rows][64 keys], swizzled like a tile block.
+        auto store_p = [&](unsigned char* pbase, bool scaled, float b0, float b1) {
+            unsigned char* prow0 = pbase + row0 * 128;
+            unsigned char* prow1 = prow0 + 8 * 128;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const mj_u32 v0 = scaled ? mj_pack_bf16x2(s[4 * i] * b0, s[4 * i + 1] * b0) : pa[2 * i];
+                const mj_u32 v1 = scaled ? mj_pack_bf16x2(s[4 * i + 2] * b1, s[4 * i + 3] * b1) : pa[2 * i + 1];
+                *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = v0;
+                *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = v1;
+            }
+            mj90::fence_proxy_async();  // P (ordinary stores) is read by the other warpgroup's wgmma
+        };
+        if (wg == 0) {
+            if (npairs > 0) {
+                mj90::mbar_wait(&full[0], 0u);
+                issue_s(slot0, 0, 16, true);
+                mj90::mbar_wait(&full_hi[0], 0u);
+                issue_s(slot0, 16, 36, false);
+                mj90::wgmma_wait<0>();
+            }
+            for (int i = 0; i < npairs; ++i) {
+                const unsigned par = (unsigned)(i & 1);
+                float mx0, mx1, ms0, ms1, al0, al1, rs0, rs1;
+                mask_max(2 * i, mx0, mx1);
+                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
+                if (q4 == 0) {
+                    s_max[row0] = m0;
+                    s_max[row0 + 8] = m1;
+                }
+                mj90::named_bar_arrive(kBarM0, kConsumers);
+                exponentiate(ms0, ms1, rs0, rs1);
+                l0 = l0 * al0 + rs0;
+                l1 = l1 * al1 + rs1;
+                rescale_o(o, al0, al1);
+                issue_pv_rs(slot0);
+                mj90::wgmma_wait<0>();
+                mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
+                mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
+                const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
+                // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
+                const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
+                const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
+                store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
+                mj90::named_bar_arrive(kBarPE, kConsumers);
+                m0 = mb0;
+                m1 = mb1;
+                l0 *= be0;
+                l1 *= be1;
+                rescale_o(o, be0, be1);
+                mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
+                issue_pv_ss(sp, slot1);
+                if (i + 1 < npairs) {
+                    mj90::mbar_wait(&full[0], par ^ 1u);
+                    issue_s(slot0, 0, 16, true);  // s is not read by the P V in flight
+                    mj90::wgmma_wait<1>();        // P V of O done
+                    mj90::mbar_arrive(&empty[1]);  // O's blocks 0-3
+                    mj90::mbar_wait(&full_hi[0], par ^ 1u);
+                    issue_s(slot0, 16, 36, false);
+                    mj90::wgmma_wait<0>();
+                } else {
+                    mj90::wgmma_wait<0>();
+                    mj90::mbar_arrive(&empty[1]);
+                }
+            }
+        } else {
+            for (int i = 0; i < npairs; ++i) {
+                const unsigned par = (unsigned)(i & 1);
+                mj90::mbar_wait(&full_hi[1], par);
+                issue_s(slot1, 16, 36, true);
+                mj90::mbar_wait(&full[1], par);
+                issue_s(slot1, 0, 16, false);
+                mj90::wgmma_wait<0>();
+                float mx0, mx1, ms0, ms1, al0, al1, rs0, rs1;
+                mask_max(2 * i + 1, mx0, mx1);
+                mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
+                mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
+                mx1 = fmaxf(mx1, s_max[row0 + 8]);
+                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
+                __syncwarp();  // the quad's reads of mA precede the write of mB
+                if (q4 == 0) {
+                    s_max[row0] = m0;
+                    s_max[row0 + 8] = m1;
+                }
+                mj90::named_bar_arrive(kBarM1, kConsumers);
+                exponentiate(ms0, ms1, rs0, rs1);
+                l0 = l0 * al0 + rs0;
+                l1 = l1 * al1 + rs1;
+                rescale_o(o, al0, al1);
+                issue_pv_rs(slot1 + 4 * kBlk);
+                store_p(smem + kOffP, false, 1.f, 1.f);
+                mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
+                issue_pv_ss(slot0 + 8 * kBlk, slot0 + 4 * kBlk);
+                mj90::named_bar_arrive(kBarPO, kConsumers);
+                mj90::wgmma_wait<1>();
+                mj90::mbar_arrive(&empty_hi[1]);  // O's blocks 4-8
+                mj90::wgmma_wait<0>();
+                mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8 (P_E included)
+            }
+        }
+        // ---- epilogue (schedule 2): the two warpgroups' row sums (both hold the same running max) through the P region ----
+        l0 = mj_warp_sum4(l0);
+        l1 = mj_warp_sum4(l1);
+        float* s_lsum = (float*)(smem + kOffP);
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);  // every wgmma read of Q, the tiles and P is done
+        if (q4 == 0) {
+            s_lsum[wg * 64 + row0] = l0;
+            s_lsum[wg * 64 + row0 + 8] = l1;
+        }
+        mj90::named_bar_sync_unaligned(kBarEnd, kConsumers);
+        L0 = l0 + s_lsum[(1 - wg) * 64 + row0];
+        L1 = l1 + s_lsum[(1 - wg) * 64 + row0 + 8];
+    } else if constexpr (kSched1) {
         // Warpgroup 0 computes S of the whole tile and its softmax; P stays in its registers (bf16 A fragments)
         // for O[:, 0..255] += P V (wgmma RS) and is stored into the tile's rope block (dead once S is done) for
         // warpgroup 1, which adds O[:, 256..511] += P V (wgmma SS) after rescaling its O by the factors warpgroup
