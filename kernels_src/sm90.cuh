@@ -161,6 +161,11 @@ MJ_DEVICE void named_bar_arrive(int id, int threads) { asm volatile("bar.arrive 
 MJ_DEVICE void cp_async_16(void* smem, const void* gmem, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
+// The same with an L2 prefetch hint: the L2 fetches the surrounding 256-byte block, so a gathered row's later
+// chunks are already on their way (sparse MQA's schedule 2, MJ_MQA90_L2PF).
+MJ_DEVICE void cp_async_16_pf256(void* smem, const void* gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+}
 MJ_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 MJ_DEVICE void cp_async_wait() {

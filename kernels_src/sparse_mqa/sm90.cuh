@@ -98,6 +98,9 @@
                            // not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
 #define MJ_MQA90_SPLITREL 0
 #endif
+#ifndef MJ_MQA90_L2PF  // schedule 2's gathers with the L2::256B prefetch hint (development switch, not measured yet)
+#define MJ_MQA90_L2PF 0
+#endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
                        // grid.y even). Development switch: the runtime does not launch it yet.
@@ -541,11 +544,15 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 const bool ok = rowp != nullptr;
                 const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
                 if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
+                auto copy = [&](int c) {
+                    if constexpr (MJ_MQA90_L2PF != 0) mj90::cp_async_16_pf256(tile + tile_off(pw * 16 + i, c), src + c * 16, ok);
+                    else mj90::cp_async_16(tile + tile_off(pw * 16 + i, c), src + c * 16, ok);
+                };
                 if (!hi) {
-                    mj90::cp_async_16(tile + tile_off(pw * 16 + i, lane), src + lane * 16, ok);
+                    copy(lane);
                 } else {
-                    mj90::cp_async_16(tile + tile_off(pw * 16 + i, lane + 32), src + (lane + 32) * 16, ok);
-                    if (lane < 8) mj90::cp_async_16(tile + tile_off(pw * 16 + i, lane + 64), src + (lane + 64) * 16, ok);
+                    copy(lane + 32);
+                    if (lane < 8) copy(lane + 64);
                 }
             }
             mj90::cp_async_mbar_arrive_noinc(bar);
