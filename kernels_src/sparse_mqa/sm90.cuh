@@ -98,7 +98,8 @@
                            // not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
 #define MJ_MQA90_SPLITREL 0
 #endif
-#ifndef MJ_MQA90_L2PF  // schedule 2's gathers with the L2::256B prefetch hint (development switch, not measured yet)
+#ifndef MJ_MQA90_L2PF  // schedule 2's gathers: 1 = with the L2::256B prefetch hint, 2 = and the evict_last L2 policy
+                       // (development switch, not measured yet)
 #define MJ_MQA90_L2PF 0
 #endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
@@ -532,6 +533,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         unsigned long long* full_hi = (unsigned long long*)(smem + kOffBarHi);
         unsigned long long* empty_hi = full_hi + kS;
         const int npairs = (ntiles + 1) >> 1;
+        const unsigned long long pol = MJ_MQA90_L2PF == 2 ? mj90::createpolicy_evict_last() : 0ull;
         auto row_of = [&](int t) -> const unsigned char* {
             const int c = t * kN + pw * 16 + (lane & 15);
             return c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
@@ -545,7 +547,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
                 if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
                 auto copy = [&](int c) {
-                    if constexpr (MJ_MQA90_L2PF != 0) mj90::cp_async_16_pf256(tile + tile_off(pw * 16 + i, c), src + c * 16, ok);
+                    if constexpr (MJ_MQA90_L2PF == 2) mj90::cp_async_16_pf256_policy(tile + tile_off(pw * 16 + i, c), src + c * 16, ok, pol);
+                    else if constexpr (MJ_MQA90_L2PF == 1) mj90::cp_async_16_pf256(tile + tile_off(pw * 16 + i, c), src + c * 16, ok);
                     else mj90::cp_async_16(tile + tile_off(pw * 16 + i, c), src + c * 16, ok);
                 };
                 if (!hi) {
