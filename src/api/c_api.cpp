@@ -203,7 +203,7 @@ MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle,
         *bytes = 0;
         const auto a = args_from(args, "mlajit_mla_prefill_args");
         auto& h = impl(handle);
-        *bytes = mlajit::mla_prefill_workspace_size(h.gpu_name(), a, h.gemm().fused_paged_max_heads());
+        *bytes = mlajit::mla_prefill_workspace_size(h.gpu_name(), a, h.gemm().fused_paged_max_heads(), h.gemm().scratch_bytes());
     });
 }
 

@@ -31,6 +31,11 @@ public:
 
     // Whether run() takes the JIT kernel for products it can read (the Hopper tier, MLAJIT_GEMM unset or auto).
     bool jit() const { return jit_; }
+    // cuBLASLt's scratch that a call's workspace reserves for run(): none with the JIT kernel (a product it
+    // refuses, e.g. an unaligned input, then runs on cuBLASLt without scratch: the workspace query cannot see
+    // the pointers, and 32 MiB per call for that rare case is what engines size their buffers by), else
+    // kGemmWorkspaceBytes.
+    size_t scratch_bytes() const { return jit_ ? 0 : kGemmWorkspaceBytes; }
     // Up to how many heads a paged bf16 cache's up-projection runs run_paged (0: never; the JIT kernel and
     // fused_paged_max_heads): what both the workspace query and the call decide by (mla_paged_fused).
     int64_t fused_paged_max_heads() const;

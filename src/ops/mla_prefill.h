@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mlajit/mlajit.h"
+#include "ops/gemm_cublaslt.h"
 #include "planner/planner.h"
 #include "runtime/handle.h"
 
@@ -29,6 +30,8 @@ struct MlaShapes {
     // s_q <= small_max_q and s_k <= small_max_keys run in one launch (the portable MHA kernel computes each
     // head's K/V rows itself, mha_up_spec). 0: never.
     int small_max_q = 0, small_max_keys = 0;
+    // Set by the caller (GemmRunner::scratch_bytes): cuBLASLt's scratch at the start of the workspace.
+    size_t gemm_scratch = kGemmWorkspaceBytes;
 };
 
 // Validates every argument (names the bad one); device pointers may be NULL when `need_data` is false
@@ -73,7 +76,7 @@ struct MlaLimits {
 struct MlaSchedule {
     std::vector<Path> paths;  // per request
     std::vector<MlaStep> steps;
-    size_t workspace_bytes = 0;  // cuBLASLt's scratch + the largest step
+    size_t workspace_bytes = 0;  // cuBLASLt's scratch (MlaShapes::gemm_scratch) + the largest step
 };
 // paths: one per request (requests with s_q = 0 run nothing). cu_q / cu_k: host cu_seqlens [batch + 1].
 MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, std::span<const Path> paths,
@@ -85,8 +88,9 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
                                  const int32_t* cu_k, int force_path);
 
 // fused_max_heads: the handle's GemmRunner::fused_paged_max_heads() (the size of what mla_prefill will run
-// there; 0: the separate gather).
-size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads = 0);
+// there; 0: the separate gather); gemm_scratch: its GemmRunner::scratch_bytes().
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads = 0,
+                                  size_t gemm_scratch = kGemmWorkspaceBytes);
 // Whether a call with shapes s takes the fused paged up-projection (a bf16 paged cache, at most
 // fused_max_heads heads: GemmRunner::fused_paged_max_heads()). Sets nothing.
 bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads);

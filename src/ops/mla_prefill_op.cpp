@@ -180,7 +180,7 @@ void run_mha_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     g.c = kv_up;
     g.ldc = kv_row;
     if (s.paged && s.paged_fused) h.gemm().run_paged(g, pa, stream, "the K/V up-projection (paged kv_c . W_kv_b^T)");
-    else h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
+    else h.gemm().run(g, ws, s.gemm_scratch, stream, "the K/V up-projection (kv_c . W_kv_b^T)");
     const void* kv_base = offset(kv_up, -st.k0 * kv_row, 2);
 
     mlajit_mha_args m = MLAJIT_ARGS_INIT(mlajit_mha_args);
@@ -238,7 +238,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     g.c = q;
     g.ldc = H * kDimQkMqa;
     g.c_batch_stride = kDimQkMqa;
-    h.gemm().run(g, ws, kGemmWorkspaceBytes, stream, "the query absorption (q_nope . W_UK)");
+    h.gemm().run(g, ws, s.gemm_scratch, stream, "the query absorption (q_nope . W_UK)");
     copy_heads(q, kDimQkMqa, kDimLatent, a.q_pe, st.t0, c, H, kDimRope, stream, "packing q_pe for sparse MQA");
 
     void* latent = offset(ws, int64_t(l.latent), 1);
@@ -314,7 +314,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
     o.c = offset(a.out.data, st.t0 * a.out.stride[0], 2);
     o.ldc = a.out.stride[0];
     o.c_batch_stride = a.out.stride[1];
-    h.gemm().run(o, ws, kGemmWorkspaceBytes, stream, "the output projection (latent . W_UV^T)");
+    h.gemm().run(o, ws, s.gemm_scratch, stream, "the output projection (latent . W_UV^T)");
 }
 
 }  // namespace
@@ -322,6 +322,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
     MlaShapes s = check_mla_args(a, true);
     s.paged_fused = mla_paged_fused(s, h.gemm().fused_paged_max_heads());  // as the size query (c_api.cpp)
+    s.gemm_scratch = h.gemm().scratch_bytes();                              // likewise
     enable_small_steps(s, h.arch(), a);
     const auto paths = plan_mla_paths(h.gpu_name(), s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     const MlaSchedule sch = schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths);

@@ -139,7 +139,8 @@ MlaShapes check_mla_args(const mlajit_mla_prefill_args& in, bool need_data) {
 
 MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
     MlaStepLayout l;
-    size_t at = kGemmWorkspaceBytes;  // cuBLASLt's scratch comes first
+    // cuBLASLt's scratch comes first; without it the buffers still start at 256, as offset 0 means "not used".
+    size_t at = std::max<size_t>(s.gemm_scratch, 256);
     auto take = [&](size_t bytes) {
         const size_t off = at;
         at = align256(at + bytes);
@@ -177,7 +178,7 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
                          const MlaLimits& limits) {
     MlaSchedule sch;
     sch.paths.assign(paths.begin(), paths.end());
-    sch.workspace_bytes = kGemmWorkspaceBytes;
+    sch.workspace_bytes = std::max<size_t>(s.gemm_scratch, 256);
     auto request = [&](int64_t r, Path p) {
         return MlaStep{p, r, r + 1, cu_q[r], cu_q[r + 1], cu_k[r], cu_k[r + 1], cu_k[r + 1] - cu_k[r], true};
     };
@@ -227,7 +228,7 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
             grown.k1 = one.k1;
             grown.max_s_k = std::max(grown.max_s_k, one.max_s_k);
             const size_t budget = p == Path::sparse_mqa ? limits.mqa_chunk_bytes : limits.mha_run_bytes;
-            if (step_layout(s, grown).end - kGemmWorkspaceBytes <= budget) {
+            if (step_layout(s, grown).end - s.gemm_scratch <= budget) {
                 run = grown;
                 continue;
             }
@@ -304,9 +305,11 @@ void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill
 
 bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads) { return s.paged && !s.kv_fp8 && s.heads <= fused_max_heads; }
 
-size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads) {
+size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads,
+                                  size_t gemm_scratch) {
     MlaShapes s = check_mla_args(a, false);
     s.paged_fused = mla_paged_fused(s, fused_max_heads);
+    s.gemm_scratch = gemm_scratch;
     const auto paths = plan_mla_paths(gpu_name, s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     return schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths).workspace_bytes;
 }

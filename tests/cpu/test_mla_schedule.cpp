@@ -51,7 +51,11 @@ void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, c
     std::vector<int> seen(size_t(cu_q[s.batch]), 0);
     for (const MlaStep& st : sch.steps) {
         REQUIRE(st.r0 < st.r1);
-        CHECK(step_layout(s, st).end <= sch.workspace_bytes);
+        const MlaStepLayout l = step_layout(s, st);
+        CHECK(l.end <= sch.workspace_bytes);
+        // No buffer overlaps cuBLASLt's scratch at the start (0 = not used).
+        for (size_t off : {l.kv_up, l.q_pack, l.mask, l.q_mqa, l.latent, l.kv_pack, l.kv_gather, l.kpe, l.lse})
+            CHECK((off == 0 || off >= std::max<size_t>(s.gemm_scratch, 256)));
         CHECK(st.k0 == cu_k[st.r0]);
         CHECK(st.k1 == cu_k[st.r1]);
         for (int64_t r = st.r0; r < st.r1; ++r) CHECK(sch.paths[size_t(r)] == st.path);
@@ -65,7 +69,7 @@ void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, c
             CHECK(st.t0 == cu_q[st.r0]);
             CHECK(st.t1 == cu_q[st.r1]);
             const size_t budget = st.path == Path::sparse_mqa ? lim.mqa_chunk_bytes : lim.mha_run_bytes;
-            if (st.r1 > st.r0 + 1) CHECK(step_layout(s, st).end - kGemmWorkspaceBytes <= budget);
+            if (st.r1 > st.r0 + 1) CHECK(step_layout(s, st).end - s.gemm_scratch <= budget);
             for (int64_t r = st.r0; r < st.r1; ++r) CHECK(cu_q[r + 1] > cu_q[r]);  // runs hold requests with queries
             int64_t longest = 0;
             for (int64_t r = st.r0; r < st.r1; ++r) longest = std::max<int64_t>(longest, cu_k[r + 1] - cu_k[r]);
@@ -212,12 +216,44 @@ TEST_CASE("mla_prefill: random batches are covered exactly once") {
         s.q_packed = rng() % 2;
         s.kv_packed = rng() % 2;
         s.has_lse = rng() % 2;
+        s.gemm_scratch = rng() % 2 ? kGemmWorkspaceBytes : 0;
         MlaLimits lim;
         lim.mha_run_bytes = size_t(1) << (20 + rng() % 10);
         lim.mqa_chunk_bytes = size_t(1) << (20 + rng() % 10);
         INFO("trial " << trial);
         check_cover(s, cu_q.data(), cu_k.data(), schedule_mla(s, cu_q.data(), cu_k.data(), paths, lim), lim);
     }
+}
+
+TEST_CASE("mla_prefill: without cuBLASLt's scratch (the Hopper GEMM) the workspace shrinks by it") {
+    // GemmRunner::scratch_bytes() is 0 when the projections run mlajit's own GEMM: the buffers start at 256
+    // (offset 0 means "not used" in a step layout).
+    constexpr size_t kSaved = kGemmWorkspaceBytes - 256;
+    MlaShapes s = check_mla_args(good_args(), true);
+    MlaShapes jit = s;
+    jit.gemm_scratch = 0;
+    const std::vector<Path> paths = {Path::masked_mha, Path::dense_mha, Path::dense_mha, Path::sparse_mqa};
+    MlaLimits lim;
+    lim.mqa_chunk_bytes = 300 * kHeads * (576 + 512) * 2 + 1000;  // several steps
+    const MlaSchedule with = schedule_mla(s, kCuQ, kCuK, paths, lim), without = schedule_mla(jit, kCuQ, kCuK, paths, lim);
+    REQUIRE(with.steps.size() == without.steps.size());
+    REQUIRE(with.steps.size() > 2);
+    CHECK(with.workspace_bytes == without.workspace_bytes + kSaved);
+    for (size_t i = 0; i < with.steps.size(); ++i) {
+        const MlaStepLayout a = step_layout(s, with.steps[i]), b = step_layout(jit, without.steps[i]);
+        INFO("step " << i);
+        CHECK(a.end == b.end + kSaved);
+        // The first buffer of a step starts right at the scratch's end (kGemmWorkspaceBytes is 256-aligned).
+        const size_t first_a = std::min({a.kv_up ? a.kv_up : a.end, a.kv_pack ? a.kv_pack : a.end, a.q_mqa ? a.q_mqa : a.end});
+        const size_t first_b = std::min({b.kv_up ? b.kv_up : b.end, b.kv_pack ? b.kv_pack : b.end, b.q_mqa ? b.q_mqa : b.end});
+        CHECK(first_a == kGemmWorkspaceBytes);
+        CHECK(first_b == 256);
+    }
+    check_cover(jit, kCuQ, kCuK, without, lim);
+    // The size query takes it from the handle (c_api.cpp passes GemmRunner::scratch_bytes()).
+    const mlajit_mla_prefill_args a = good_args();
+    CHECK(mla_prefill_workspace_size("NVIDIA H200", a, 0, kGemmWorkspaceBytes) ==
+          mla_prefill_workspace_size("NVIDIA H200", a, 0, 0) + kSaved);
 }
 
 TEST_CASE("mla_prefill: paths follow the rules and the forced path") {
