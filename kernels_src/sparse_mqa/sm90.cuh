@@ -102,6 +102,10 @@
                        // (development switch, not measured yet)
 #define MJ_MQA90_L2PF 0
 #endif
+#ifndef MJ_MQA90_S2EARLY  // schedule 2: warpgroup 0 hands P of E over while its own P V of E runs (waits for
+                          // that P V after the store, not before). Development switch, not measured yet.
+#define MJ_MQA90_S2EARLY 0
+#endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
                        // grid.y even). Development switch: the runtime does not launch it yet.
@@ -180,6 +184,7 @@ constexpr int kOffBarHi = kOffMax + 64 * 4;
 // Schedule 2's named barriers (256 threads each): maxima of E (warpgroup 0 -> 1) and of the pair (1 -> 0),
 // P of E stored (0 -> 1), P of O stored (1 -> 0).
 constexpr int kBarM0 = 4, kBarM1 = 5, kBarPE = 6, kBarPO = 7;
+constexpr bool kS2Early = MJ_MQA90_S2EARLY != 0;
 constexpr bool kPair = MJ_MQA90_PAIR != 0;
 static_assert(!kPair || (kSched1 && !kFp8), "the CTA pair needs schedule 1 (bf16)");
 // Slots released in two parts (empty: warpgroup 0 is done with blocks 0-3; empty_hi: warpgroup 0 handed the
@@ -805,8 +810,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 l1 = l1 * al1 + rs1;
                 rescale_o(o, al0, al1);
                 issue_pv_rs(slot0);
-                mj90::wgmma_wait<0>();
-                mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
+                if constexpr (!kS2Early) {
+                    mj90::wgmma_wait<0>();
+                    mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
+                }
                 mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
                 const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
                 // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
@@ -814,6 +821,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
                 store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
                 mj90::named_bar_arrive(kBarPE, kConsumers);
+                if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
+                    mj90::wgmma_wait<0>();
+                    mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
+                }
                 m0 = mb0;
                 m1 = mb1;
                 l0 *= be0;

@@ -14,9 +14,9 @@ prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps
 ( cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF "${prefix[@]}" > $OUT/lib/configure.log 2>&1 &&
   nice cmake --build build-gpu -j 12 --target mlajit_gpu_tests mlajit-bench > $OUT/lib/build.log 2>&1; echo $? > $OUT/lib/build.rc ) &
 bpid=$!
-( cd tools/dev/mqa && CHECK_CONFIGS=h64sm90,h64sm90w2,h64sm90w2pf,h64sm90w2pe BENCH_HEADS=128,64 \
-  BENCH_CONFIGS=h64sm90,h64sm90w2,h64sm90w2pf,h64sm90w2pe,h64sm90mo,h64sm90w2mo,h64sm90w2go CONTIG_CONFIGS=h64sm90,h64sm90w2 \
-  CONTIG_HEADS=128,64 SAN_CONFIGS=h64sm90w2 SAN_TOOLS="racecheck synccheck" SAN_T=60 CHECK_T=100 BENCH_T=100 \
+( cd tools/dev/mqa && CHECK_CONFIGS=h64sm90,h64sm90w2,h64sm90w2pf,h64sm90w2pe,h64sm90w2e BENCH_HEADS=128,64 \
+  BENCH_CONFIGS=h64sm90,h64sm90w2,h64sm90w2pf,h64sm90w2pe,h64sm90w2e,h64sm90mo,h64sm90w2mo,h64sm90w2go CONTIG_CONFIGS=h64sm90,h64sm90w2 \
+  CONTIG_HEADS=128,64 SAN_CONFIGS=h64sm90w2,h64sm90w2e SAN_TOOLS="racecheck synccheck" SAN_T=60 CHECK_T=100 BENCH_T=100 \
   OUT=$OUT bash run_s4.sh > $OUT/harness.txt 2>&1 )
 wait $bpid
 if [ "$(cat $OUT/lib/build.rc 2>/dev/null)" != 0 ]; then grep -E "error" -A4 $OUT/lib/build.log | head -30; echo "library build failed"; cat $OUT/harness.txt; exit 1; fi
