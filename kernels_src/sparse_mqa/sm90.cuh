@@ -250,6 +250,46 @@ MJ_DEVICE void rescale_o(float (&o)[128], float al0, float al1) {
     }
 }
 
+// The math warpgroups' wgmma groups (each: fence, the instructions, one commit; MJ_MQA90_DEV_SKIP 1 leaves the
+// instructions out). S[64 heads x 64 keys] += Q K^T over the k-steps [K0, K1) of the tile at `tile` (16 a
+// 64-column block; block 8 is the rope), Q at `sq`.
+template <int K0, int K1>
+MJ_DEVICE void issue_qk(float (&s)[32], unsigned sq, unsigned tile) {
+    mj90::wgmma_fence();
+    if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+        for (int kk = K0; kk < K1; ++kk) {
+            const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
+            mj90::wgmma_m64n64k16_ss(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16), mj90::smem_desc_addr(tile + koff, 128, 1024, 16));
+        }
+    }
+    mj90::wgmma_commit();
+}
+// O[64 x 256] += P V, V = four 64-column blocks at `vbase` read MN-major, P [64 x 64] bf16 from registers (A
+// fragments: k-step j is pa[4j..4j+3]) ...
+MJ_DEVICE void issue_pv_regs(float (&o)[128], const mj_u32 (&pa)[16], unsigned vbase) {
+    mj90::wgmma_fence();
+    if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const mj_u32 a4[4] = {pa[4 * j], pa[4 * j + 1], pa[4 * j + 2], pa[4 * j + 3]};
+            mj90::wgmma_m64n256k16_rs<1>(o, a4, mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
+        }
+    }
+    mj90::wgmma_commit();
+}
+// ... or from shared memory at `pbase` (swizzled like a tile block).
+MJ_DEVICE void issue_pv_smem(float (&o)[128], unsigned pbase, unsigned vbase) {
+    mj90::wgmma_fence();
+    if constexpr (MJ_MQA90_DEV_SKIP != 1) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(pbase + j * 32, 128, 1024, 16),
+                                         mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
+    }
+    mj90::wgmma_commit();
+}
+
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
 MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
 
@@ -706,43 +746,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const unsigned slot0 = sk, slot1 = sk + kTileBytes;
         float s[32];
         mj_u32 pa[16];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
-        // S += Q K^T over the k-steps [k0, k1) of the tile at `tile` (16 per column block; block 8 is the rope).
-        auto issue_s = [&](unsigned tile, int k0, int k1, bool zero) {
-            if (zero) {
+        auto zero_s = [&] {
 #pragma unroll
-                for (int i = 0; i < 32; ++i) s[i] = 0.f;
-            }
-            mj90::wgmma_fence();
-            if constexpr (MJ_MQA90_DEV_SKIP != 1) {
-#pragma unroll
-                for (int kk = k0; kk < k1; ++kk) {
-                    const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
-                    mj90::wgmma_m64n64k16_ss(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16), mj90::smem_desc_addr(tile + koff, 128, 1024, 16));
-                }
-            }
-            mj90::wgmma_commit();
-        };
-        // O += P V over this warpgroup's 256 columns, P from registers (pa) or from shared memory at `pbase`.
-        auto issue_pv_rs = [&](unsigned vbase) {
-            mj90::wgmma_fence();
-            if constexpr (MJ_MQA90_DEV_SKIP != 1) {
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const mj_u32 a4[4] = {pa[4 * j], pa[4 * j + 1], pa[4 * j + 2], pa[4 * j + 3]};
-                    mj90::wgmma_m64n256k16_rs<1>(o, a4, mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
-                }
-            }
-            mj90::wgmma_commit();
-        };
-        auto issue_pv_ss = [&](unsigned pbase, unsigned vbase) {
-            mj90::wgmma_fence();
-            if constexpr (MJ_MQA90_DEV_SKIP != 1) {
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(pbase + j * 32, 128, 1024, 16),
-                                                 mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
-            }
-            mj90::wgmma_commit();
+            for (int i = 0; i < 32; ++i) s[i] = 0.f;
         };
         // Masks the columns of tile t past the key set; returns the tile's row maxima.
         auto mask_max = [&](int t, float& mx0, float& mx1) {
@@ -790,9 +796,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         if (wg == 0) {
             if (npairs > 0) {
                 mj90::mbar_wait(&full[0], 0u);
-                issue_s(slot0, 0, 16, true);
+                zero_s();
+                issue_qk<0, 16>(s, sq, slot0);
                 mj90::mbar_wait(&full_hi[0], 0u);
-                issue_s(slot0, 16, 36, false);
+                issue_qk<16, 36>(s, sq, slot0);
                 mj90::wgmma_wait<0>();
             }
             for (int i = 0; i < npairs; ++i) {
@@ -809,7 +816,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 l0 = l0 * al0 + rs0;
                 l1 = l1 * al1 + rs1;
                 rescale_o(o, al0, al1);
-                issue_pv_rs(slot0);
+                issue_pv_regs(o, pa, slot0);
                 if constexpr (!kS2Early) {
                     mj90::wgmma_wait<0>();
                     mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
@@ -831,14 +838,15 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 l1 *= be1;
                 rescale_o(o, be0, be1);
                 mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
-                issue_pv_ss(sp, slot1);
+                issue_pv_smem(o, sp, slot1);
                 if (i + 1 < npairs) {
                     mj90::mbar_wait(&full[0], par ^ 1u);
-                    issue_s(slot0, 0, 16, true);  // s is not read by the P V in flight
+                    zero_s();  // s is not read by the P V in flight
+                    issue_qk<0, 16>(s, sq, slot0);
                     mj90::wgmma_wait<1>();        // P V of O done
                     mj90::mbar_arrive(&empty[1]);  // O's blocks 0-3
                     mj90::mbar_wait(&full_hi[0], par ^ 1u);
-                    issue_s(slot0, 16, 36, false);
+                    issue_qk<16, 36>(s, sq, slot0);
                     mj90::wgmma_wait<0>();
                 } else {
                     mj90::wgmma_wait<0>();
@@ -849,9 +857,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             for (int i = 0; i < npairs; ++i) {
                 const unsigned par = (unsigned)(i & 1);
                 mj90::mbar_wait(&full_hi[1], par);
-                issue_s(slot1, 16, 36, true);
+                zero_s();
+                issue_qk<16, 36>(s, sq, slot1);
                 mj90::mbar_wait(&full[1], par);
-                issue_s(slot1, 0, 16, false);
+                issue_qk<0, 16>(s, sq, slot1);
                 mj90::wgmma_wait<0>();
                 float mx0, mx1, ms0, ms1, al0, al1, rs0, rs1;
                 mask_max(2 * i + 1, mx0, mx1);
@@ -869,10 +878,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 l0 = l0 * al0 + rs0;
                 l1 = l1 * al1 + rs1;
                 rescale_o(o, al0, al1);
-                issue_pv_rs(slot1 + 4 * kBlk);
+                issue_pv_regs(o, pa, slot1 + 4 * kBlk);
                 store_p(smem + kOffP, false, 1.f, 1.f);
                 mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
-                issue_pv_ss(slot0 + 8 * kBlk, slot0 + 4 * kBlk);
+                issue_pv_smem(o, slot0 + 8 * kBlk, slot0 + 4 * kBlk);
                 mj90::named_bar_arrive(kBarPO, kConsumers);
                 mj90::wgmma_wait<1>();
                 mj90::mbar_arrive(&empty_hi[1]);  // O's blocks 4-8
@@ -915,27 +924,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             auto issue_s = [&](unsigned tile) {
 #pragma unroll
                 for (int i = 0; i < 32; ++i) s[i] = 0.f;
-                mj90::wgmma_fence();
-                if constexpr (MJ_MQA90_DEV_SKIP != 1) {
-#pragma unroll
-                    for (int kk = 0; kk < 36; ++kk) {
-                        const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
-                        mj90::wgmma_m64n64k16_ss(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16), mj90::smem_desc_addr(tile + koff, 128, 1024, 16));
-                    }
-                }
-                mj90::wgmma_commit();
+                issue_qk<0, 36>(s, sq, tile);
             };
-            auto issue_pv = [&](unsigned tile) {
-                mj90::wgmma_fence();
-                if constexpr (MJ_MQA90_DEV_SKIP != 1) {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        const mj_u32 a4[4] = {pa[4 * j], pa[4 * j + 1], pa[4 * j + 2], pa[4 * j + 3]};
-                        mj90::wgmma_m64n256k16_rs<1>(o, a4, mj90::smem_desc_addr(tile + j * 2048, 128, 1024, kBlk));
-                    }
-                }
-                mj90::wgmma_commit();
-            };
+            auto issue_pv = [&](unsigned tile) { issue_pv_regs(o, pa, tile); };
             auto softmax = [&](int t, unsigned char* tile_g) {
                 const int lim = nvalid - t * kN - 2 * q4;  // column c of this thread is valid iff c - 2 q4 < lim
                 float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
@@ -1035,14 +1026,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::named_bar_sync_unaligned(kBarP0 + (t & 1), kConsumers);  // P of t and its rescale factors are in place
                 const float al0 = s_alpha[(t & 1) * 64 + row0], al1 = s_alpha[(t & 1) * 64 + row0 + 8];
                 rescale_o(o, al0, al1);
-                mj90::wgmma_fence();
-                if constexpr (MJ_MQA90_DEV_SKIP != 1) {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(tile + 8 * kBlk + j * 32, 128, 1024, 16),
-                                                     mj90::smem_desc_addr(tile + 4 * kBlk + j * 2048, 128, 1024, kBlk));
-                }
-                mj90::wgmma_commit();
+                issue_pv_smem(o, tile + 8 * kBlk, tile + 4 * kBlk);
                 if constexpr (kF8Help)
                     if (t + 1 < ntiles) help(t + 1);  // while P V of t runs
                 mj90::wgmma_wait<0>();
@@ -1072,16 +1056,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             mj90::wgmma_commit();
         };
         // O[:, 256 wg ..] += P V: V = the first 8 column blocks of the tile, read MN-major.
-        auto issue_pv = [&](unsigned tile) {
-            mj90::wgmma_fence();
-            if constexpr (MJ_MQA90_DEV_SKIP != 1) {  // 2 and 3 time the math too
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(sp + j * 32, 128, 1024, 16),
-                                                 mj90::smem_desc_addr(tile + wg * 4 * kBlk + j * 2048, 128, 1024, kBlk));
-            }
-            mj90::wgmma_commit();
-        };
+        auto issue_pv = [&](unsigned tile) { issue_pv_smem(o, sp, tile + wg * 4 * kBlk); };
         // Online softmax of tile t (S in s): row maxima exchanged between the warpgroups, O rescaled, this
         // warpgroup's half of P written; ends when both halves of P are in shared memory.
         auto softmax = [&](int t) {
