@@ -156,6 +156,10 @@ MJ_DEVICE void named_bar_sync_unaligned(int id, int threads) {
     asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 MJ_DEVICE void named_bar_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+// The non-.aligned form: correct even where the compiler has not reconverged the warp (see named_bar_sync_unaligned).
+MJ_DEVICE void named_bar_arrive_unaligned(int id, int threads) {
+    asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // 16-byte global -> shared copy (L2 only); zero-fills the destination without reading when !valid.
 MJ_DEVICE void cp_async_16(void* smem, const void* gmem, bool valid) {

@@ -811,7 +811,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     s_max[row0] = m0;
                     s_max[row0 + 8] = m1;
                 }
-                mj90::named_bar_arrive(kBarM0, kConsumers);
+                mj90::named_bar_arrive_unaligned(kBarM0, kConsumers);
                 exponentiate(ms0, ms1, rs0, rs1);
                 l0 = l0 * al0 + rs0;
                 l1 = l1 * al1 + rs1;
@@ -827,7 +827,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
                 const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
                 store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
-                mj90::named_bar_arrive(kBarPE, kConsumers);
+                mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
                 if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
                     mj90::wgmma_wait<0>();
                     mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
@@ -873,7 +873,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     s_max[row0] = m0;
                     s_max[row0 + 8] = m1;
                 }
-                mj90::named_bar_arrive(kBarM1, kConsumers);
+                mj90::named_bar_arrive_unaligned(kBarM1, kConsumers);
                 exponentiate(ms0, ms1, rs0, rs1);
                 l0 = l0 * al0 + rs0;
                 l1 = l1 * al1 + rs1;
@@ -882,7 +882,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 store_p(smem + kOffP, false, 1.f, 1.f);
                 mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
                 issue_pv_smem(o, slot0 + 8 * kBlk, slot0 + 4 * kBlk);
-                mj90::named_bar_arrive(kBarPO, kConsumers);
+                mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
                 mj90::wgmma_wait<1>();
                 mj90::mbar_arrive(&empty_hi[1]);  // O's blocks 4-8
                 mj90::wgmma_wait<0>();
