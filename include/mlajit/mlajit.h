@@ -229,7 +229,8 @@ typedef struct mlajit_mla_prefill_args {
     mlajit_tensor kv_cache, block_table;    /* optional paged latent cache (instead of kv_c, k_pe) */
 } mlajit_mla_prefill_args;
 /* Bytes of workspace mlajit_mla_prefill needs for these arguments (shapes and host cu_seqlens are read;
- * device pointers and the workspace may be NULL). */
+ * device pointers and the workspace may be NULL). Depends on the handle too: it includes cuBLASLt's 32 MiB
+ * scratch only where cuBLASLt runs the projections (not on the Hopper tier with MLAJIT_GEMM=auto). */
 MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle, const mlajit_mla_prefill_args* args,
                                                            size_t* bytes);
 MLAJIT_API mlajit_status mlajit_mla_prefill(mlajit_handle handle, const mlajit_mla_prefill_args* args, void* stream);
