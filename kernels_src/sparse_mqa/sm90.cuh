@@ -290,6 +290,22 @@ MJ_DEVICE void issue_pv_smem(float (&o)[128], unsigned pbase, unsigned vbase) {
     mj90::wgmma_commit();
 }
 
+// S of a 64-key tile (m64n64 accumulator, rows row0 and row0 + 8 of the thread): the columns past the key set
+// set to -inf (column c of this thread is valid iff c - 2 q4 < lim), and the two rows' maxima over the tile.
+MJ_DEVICE void mask_tile_max(float (&s)[32], int lim, float& mx0, float& mx1) {
+    mx0 = mx1 = MJ_NEG_INF;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            if (i * 8 + j >= lim) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
+            mx0 = fmaxf(mx0, s[4 * i + j]);
+            mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
+        }
+    mx0 = mj_warp_max4(mx0);
+    mx1 = mj_warp_max4(mx1);
+}
+
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
 MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
 
@@ -751,20 +767,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             for (int i = 0; i < 32; ++i) s[i] = 0.f;
         };
         // Masks the columns of tile t past the key set; returns the tile's row maxima.
-        auto mask_max = [&](int t, float& mx0, float& mx1) {
-            const int lim = nvalid - t * kN - 2 * q4;  // column c of this thread is valid iff c - 2 q4 < lim
-            mx0 = mx1 = MJ_NEG_INF;
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    if (i * 8 + j >= lim) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
-                    mx0 = fmaxf(mx0, s[4 * i + j]);
-                    mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
-                }
-            mx0 = mj_warp_max4(mx0);
-            mx1 = mj_warp_max4(mx1);
-        };
+        auto mask_max = [&](int t, float& mx0, float& mx1) { mask_tile_max(s, nvalid - t * kN - 2 * q4, mx0, mx1); };
         // P = exp2(S sl2 - ms) kept in s (fp32) and pa (bf16); the row sums of P returned.
         auto exponentiate = [&](float ms0, float ms1, float& rs0, float& rs1) {
             rs0 = rs1 = 0.f;
@@ -928,18 +931,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             };
             auto issue_pv = [&](unsigned tile) { issue_pv_regs(o, pa, tile); };
             auto softmax = [&](int t, unsigned char* tile_g) {
-                const int lim = nvalid - t * kN - 2 * q4;  // column c of this thread is valid iff c - 2 q4 < lim
-                float mx0 = MJ_NEG_INF, mx1 = MJ_NEG_INF;
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        if (i * 8 + j >= lim) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
-                        mx0 = fmaxf(mx0, s[4 * i + j]);
-                        mx1 = fmaxf(mx1, s[4 * i + 2 + j]);
-                    }
-                mx0 = mj_warp_max4(mx0);
-                mx1 = mj_warp_max4(mx1);
+                float mx0, mx1;
+                mask_tile_max(s, nvalid - t * kN - 2 * q4, mx0, mx1);
                 float ms0, ms1, al0, al1;
                 mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
                 float rs0 = 0.f, rs1 = 0.f;

@@ -33,6 +33,9 @@ struct MlaShapes {
     // Set by the caller (GemmRunner::scratch_bytes): cuBLASLt's scratch at the start of the workspace.
     size_t gemm_scratch = kGemmWorkspaceBytes;
 };
+// Where a step's buffers start in the workspace: after cuBLASLt's scratch, and at 256 at least without one, as
+// offset 0 means "not used" in a step layout.
+inline size_t workspace_base(const MlaShapes& s) { return s.gemm_scratch > 256 ? s.gemm_scratch : 256; }
 
 // Validates every argument (names the bad one); device pointers may be NULL when `need_data` is false
 // (the workspace-size query), and the layout is then taken as unpacked (an upper bound).

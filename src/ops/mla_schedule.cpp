@@ -139,8 +139,7 @@ MlaShapes check_mla_args(const mlajit_mla_prefill_args& in, bool need_data) {
 
 MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
     MlaStepLayout l;
-    // cuBLASLt's scratch comes first; without it the buffers still start at 256, as offset 0 means "not used".
-    size_t at = std::max<size_t>(s.gemm_scratch, 256);
+    size_t at = workspace_base(s);
     auto take = [&](size_t bytes) {
         const size_t off = at;
         at = align256(at + bytes);
@@ -178,7 +177,7 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
                          const MlaLimits& limits) {
     MlaSchedule sch;
     sch.paths.assign(paths.begin(), paths.end());
-    sch.workspace_bytes = std::max<size_t>(s.gemm_scratch, 256);
+    sch.workspace_bytes = workspace_base(s);
     auto request = [&](int64_t r, Path p) {
         return MlaStep{p, r, r + 1, cu_q[r], cu_q[r + 1], cu_k[r], cu_k[r + 1], cu_k[r + 1] - cu_k[r], true};
     };
@@ -228,7 +227,7 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
             grown.k1 = one.k1;
             grown.max_s_k = std::max(grown.max_s_k, one.max_s_k);
             const size_t budget = p == Path::sparse_mqa ? limits.mqa_chunk_bytes : limits.mha_run_bytes;
-            if (step_layout(s, grown).end - s.gemm_scratch <= budget) {
+            if (step_layout(s, grown).end - workspace_base(s) <= budget) {
                 run = grown;
                 continue;
             }

@@ -55,7 +55,7 @@ void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, c
         CHECK(l.end <= sch.workspace_bytes);
         // No buffer overlaps cuBLASLt's scratch at the start (0 = not used).
         for (size_t off : {l.kv_up, l.q_pack, l.mask, l.q_mqa, l.latent, l.kv_pack, l.kv_gather, l.kpe, l.lse})
-            CHECK((off == 0 || off >= std::max<size_t>(s.gemm_scratch, 256)));
+            CHECK((off == 0 || off >= workspace_base(s)));
         CHECK(st.k0 == cu_k[st.r0]);
         CHECK(st.k1 == cu_k[st.r1]);
         for (int64_t r = st.r0; r < st.r1; ++r) CHECK(sch.paths[size_t(r)] == st.path);
@@ -69,7 +69,7 @@ void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, c
             CHECK(st.t0 == cu_q[st.r0]);
             CHECK(st.t1 == cu_q[st.r1]);
             const size_t budget = st.path == Path::sparse_mqa ? lim.mqa_chunk_bytes : lim.mha_run_bytes;
-            if (st.r1 > st.r0 + 1) CHECK(step_layout(s, st).end - s.gemm_scratch <= budget);
+            if (st.r1 > st.r0 + 1) CHECK(step_layout(s, st).end - workspace_base(s) <= budget);
             for (int64_t r = st.r0; r < st.r1; ++r) CHECK(cu_q[r + 1] > cu_q[r]);  // runs hold requests with queries
             int64_t longest = 0;
             for (int64_t r = st.r0; r < st.r1; ++r) longest = std::max<int64_t>(longest, cu_k[r + 1] - cu_k[r]);
