@@ -165,23 +165,6 @@ MJ_DEVICE void named_bar_arrive_unaligned(int id, int threads) {
 MJ_DEVICE void cp_async_16(void* smem, const void* gmem, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
-// The same with an L2 prefetch hint: the L2 fetches the surrounding 256-byte block, so a gathered row's later
-// chunks are already on their way (sparse MQA's schedule 2, MJ_MQA90_L2PF).
-MJ_DEVICE void cp_async_16_pf256(void* smem, const void* gmem, bool valid) {
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-// And with an L2 eviction policy (createpolicy_evict_last: the gathered latent rows are read again by the other
-// head blocks and tokens, so they should outlive streaming data in L2).
-MJ_DEVICE unsigned long long createpolicy_evict_last() {
-    unsigned long long pol;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    return pol;
-}
-MJ_DEVICE void cp_async_16_pf256_policy(void* smem, const void* gmem, bool valid, unsigned long long pol) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;" ::"r"(smem_u32(smem)), "l"(gmem),
-                 "r"(valid ? 16 : 0), "l"(pol)
-                 : "memory");
-}
 MJ_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 MJ_DEVICE void cp_async_wait() {

@@ -98,10 +98,6 @@
                            // not measured yet (docs/perf_mqa_notes.md, "Hopper tier v4").
 #define MJ_MQA90_SPLITREL 0
 #endif
-#ifndef MJ_MQA90_L2PF  // schedule 2's gathers: 1 = with the L2::256B prefetch hint, 2 = and the evict_last L2 policy
-                       // (development switch, not measured yet)
-#define MJ_MQA90_L2PF 0
-#endif
 #ifndef MJ_MQA90_S2EARLY  // schedule 2: warpgroup 0 hands P of E over while its own P V of E runs (waits for
                           // that P V after the store, not before). Development switch, not measured yet.
 #define MJ_MQA90_S2EARLY 0
@@ -346,7 +342,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::mbar_init(&full[s], 128);    // every producer thread's cp.async of blocks 0-3
                 mj90::mbar_init(&hi[s], 128);      // full_hi: blocks 4-8
                 mj90::mbar_init(&empty[s], 128);   // the warpgroup that reads blocks 0-3 last
-                mj90::mbar_init(&hi[kS + s], 128); // empty_hi: the warpgroup that reads blocks 4-8 last
+                // empty_hi: the warpgroup that reads blocks 4-8 last; slot 0's also warpgroup 0 after it stored P of E
+                // there (block 8), which gives the producer's refill a direct edge from that store (the order already
+                // holds through kBarPE and warpgroup 1's arrival, a chain racecheck does not follow).
+                mj90::mbar_init(&hi[kS + s], s == 0 ? 256 : 128);
             } else if constexpr (kPair) {
                 mj90::mbar_init(&own[s], 128);   // this CTA's cp.async half
                 mj90::mbar_init(&full[s], 1);    // one arrive.expect_tx for the peer's half, after our own half
@@ -594,7 +593,6 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         unsigned long long* full_hi = (unsigned long long*)(smem + kOffBarHi);
         unsigned long long* empty_hi = full_hi + kS;
         const int npairs = (ntiles + 1) >> 1;
-        const unsigned long long pol = MJ_MQA90_L2PF == 2 ? mj90::createpolicy_evict_last() : 0ull;
         auto row_of = [&](int t) -> const unsigned char* {
             const int c = t * kN + pw * 16 + (lane & 15);
             return c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
@@ -607,11 +605,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 const bool ok = rowp != nullptr;
                 const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
                 if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
-                auto copy = [&](int c) {
-                    if constexpr (MJ_MQA90_L2PF == 2) mj90::cp_async_16_pf256_policy(tile + tile_off(pw * 16 + i, c), src + c * 16, ok, pol);
-                    else if constexpr (MJ_MQA90_L2PF == 1) mj90::cp_async_16_pf256(tile + tile_off(pw * 16 + i, c), src + c * 16, ok);
-                    else mj90::cp_async_16(tile + tile_off(pw * 16 + i, c), src + c * 16, ok);
-                };
+                auto copy = [&](int c) { mj90::cp_async_16(tile + tile_off(pw * 16 + i, c), src + c * 16, ok); };
                 if (!hi) {
                     copy(lane);
                 } else {
@@ -826,11 +820,13 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 }
                 mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
                 const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
+                __syncwarp();  // the quad's reads of mB precede lane q4 == 0's write of the next pair's mA
                 // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
                 const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
                 const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
                 store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
                 mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
+                mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8: this warpgroup is done writing them
                 if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
                     mj90::wgmma_wait<0>();
                     mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3

@@ -30,8 +30,6 @@ while read -r tag h n s k m pp skip fp8; do
                        case $tag in *sm90f8sth*) defs="$defs -DMJ_MQA90_F8HELP=1";; esac  # staged FP8: warpgroup 1 converts half
                        case $tag in *sm90*lh*) defs="$defs -DMJ_MQA90_LATEHO=1";; esac  # late hand-over
                        case $tag in *sm90w2*) defs="$defs -DMJ_MQA90_SCHED=2";; esac  # bf16: schedule 2 (tile pairs)
-                       case $tag in *sm90w2pf*) defs="$defs -DMJ_MQA90_L2PF=1";; esac  # schedule 2: L2::256B prefetch hint
-                       case $tag in *sm90w2pe*) defs="$defs -DMJ_MQA90_L2PF=2";; esac  # schedule 2: prefetch hint + evict_last policy
                        case $tag in *sm90w2e*) defs="$defs -DMJ_MQA90_S2EARLY=1";; esac  # schedule 2: P of E handed over during its own P V
                        case $tag in *sm90sp*) defs="$defs -DMJ_MQA90_SPLITREL=1";; esac;; esac  # bf16: slots released in two parts
   $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
