@@ -101,6 +101,10 @@ bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads);
 // 16-byte aligned keep the separate up-projection). The workspace query leaves them 0;
 // schedule_mla sizes every step as if it were not small either, so the query and the call need the same bytes.
 void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill_args& a);
+// check_mla_args(a, true) with the handle's choices that the size query also takes (mla_paged_fused with
+// GemmRunner::fused_paged_max_heads, gemm_scratch = GemmRunner::scratch_bytes): the shapes whose step layouts
+// fit the workspace the query sized. Small steps are not enabled (enable_small_steps).
+MlaShapes mla_call_shapes(Handle& h, const mlajit_mla_prefill_args& a);
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream);
 
 }  // namespace mlajit

@@ -319,10 +319,15 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
 }  // namespace
 
-void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
+MlaShapes mla_call_shapes(Handle& h, const mlajit_mla_prefill_args& a) {
     MlaShapes s = check_mla_args(a, true);
     s.paged_fused = mla_paged_fused(s, h.gemm().fused_paged_max_heads());  // as the size query (c_api.cpp)
     s.gemm_scratch = h.gemm().scratch_bytes();                              // likewise
+    return s;
+}
+
+void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream) {
+    MlaShapes s = mla_call_shapes(h, a);
     enable_small_steps(s, h.arch(), a);
     const auto paths = plan_mla_paths(h.gpu_name(), s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     const MlaSchedule sch = schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths);
