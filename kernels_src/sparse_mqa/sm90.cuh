@@ -62,7 +62,8 @@
 #define MJ_MQA90_OVERLAP 1
 #endif
 #ifndef MJ_MQA90_SCHED  // 0: each math warpgroup computes S for half the keys of a tile (m64n32), maxima
-                        // exchanged; 1: warpgroup 0 computes all of S (m64n64) and the softmax (below)
+                        // exchanged; 1: warpgroup 0 computes all of S (m64n64) and the softmax (below); 2: tile
+                        // pairs (kSched2): 14 % slower than 1 on an H100 (docs/perf_mqa_notes.md, "Hopper tier v5")
 #define MJ_MQA90_SCHED 1
 #endif
 #ifndef MJ_MQA90_PSYNC  // schedule 1's P hand-over: 1 = bar.sync by both warpgroups, 0 = bar.arrive by warpgroup 0.
@@ -99,7 +100,7 @@
 #define MJ_MQA90_SPLITREL 0
 #endif
 #ifndef MJ_MQA90_S2EARLY  // schedule 2: warpgroup 0 hands P of E over while its own P V of E runs (waits for
-                          // that P V after the store, not before). Development switch, not measured yet.
+                          // that P V after the store, not before). Development switch: no gain (11.56 vs 11.62 ms, H100).
 #define MJ_MQA90_S2EARLY 0
 #endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
