@@ -20,6 +20,6 @@ row() { grep -E "$1" "$2" | head -1 | grep -oE '[0-9]+\.[0-9]+ us' | head -1; }
 for r in $(seq 1 "$n"); do
   timeout 150 python3 tools/bench/host_cost.py --build $build --no-first-call >"$out/run$r.txt" 2>"$out/run$r.err"
   rc=$?; f="$out/run$r.txt"
-  echo "run $r (rc $rc): C API $(row '^api.mla_prefill' $f) | op [cpp] $(row 'mla_prefill \[cpp\]' $f) | op [cpp] GPU idle $(row '\[cpp\], GPU idle' $f) | empty-op dispatch $(row 'empty Python custom op' $f) | op [python] $(row 'mla_prefill \[python\]' $f)"
+  echo "run $r (rc $rc): C API $(row '^api.mla_prefill' $f) | op [cpp] $(row 'mla_prefill \[cpp\]' $f) | op [cpp] GPU idle $(row '\[cpp\], GPU idle' $f) | empty-op dispatch $(row 'empty Python custom op' $f) | op [python] $(row 'mla_prefill \[python\]' $f)" | tee -a "$out/summary.txt"
 done
 echo "total: $(( $(date +%s) - t0 )) s"
