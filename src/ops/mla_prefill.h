@@ -97,13 +97,15 @@ size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_
 // Whether a call with shapes s takes the fused paged up-projection (a bf16 paged cache, at most
 // fused_max_heads heads: GemmRunner::fused_paged_max_heads()). Sets nothing.
 bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads);
+// Sets what the step layouts take from the handle's GemmRunner (fused_max_heads: fused_paged_max_heads(),
+// gemm_scratch: scratch_bytes()): the size query and the call both go through here, so they lay out alike.
+void set_gemm_choices(MlaShapes& s, int64_t fused_max_heads, size_t gemm_scratch);
 // Sets s.small_max_q / small_max_keys for a call on arch (MLAJIT_SMALL_STEP_KEYS; inputs whose rows are not
 // 16-byte aligned keep the separate up-projection). The workspace query leaves them 0;
 // schedule_mla sizes every step as if it were not small either, so the query and the call need the same bytes.
 void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill_args& a);
-// check_mla_args(a, true) with the handle's choices that the size query also takes (mla_paged_fused with
-// GemmRunner::fused_paged_max_heads, gemm_scratch = GemmRunner::scratch_bytes): the shapes whose step layouts
-// fit the workspace the query sized. Small steps are not enabled (enable_small_steps).
+// check_mla_args(a, true) with the handle's choices (set_gemm_choices, as the size query takes them): the shapes
+// whose step layouts fit the workspace the query sized. Small steps are not enabled (enable_small_steps).
 MlaShapes mla_call_shapes(Handle& h, const mlajit_mla_prefill_args& a);
 void mla_prefill(Handle& h, const mlajit_mla_prefill_args& a, CUstream stream);
 

@@ -321,8 +321,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
 MlaShapes mla_call_shapes(Handle& h, const mlajit_mla_prefill_args& a) {
     MlaShapes s = check_mla_args(a, true);
-    s.paged_fused = mla_paged_fused(s, h.gemm().fused_paged_max_heads());  // as the size query (c_api.cpp)
-    s.gemm_scratch = h.gemm().scratch_bytes();                              // likewise
+    set_gemm_choices(s, h.gemm().fused_paged_max_heads(), h.gemm().scratch_bytes());  // as c_api.cpp's size query
     return s;
 }
 

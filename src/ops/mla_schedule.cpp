@@ -304,11 +304,15 @@ void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill
 
 bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads) { return s.paged && !s.kv_fp8 && s.heads <= fused_max_heads; }
 
+void set_gemm_choices(MlaShapes& s, int64_t fused_max_heads, size_t gemm_scratch) {
+    s.paged_fused = mla_paged_fused(s, fused_max_heads);
+    s.gemm_scratch = gemm_scratch;
+}
+
 size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads,
                                   size_t gemm_scratch) {
     MlaShapes s = check_mla_args(a, false);
-    s.paged_fused = mla_paged_fused(s, fused_max_heads);
-    s.gemm_scratch = gemm_scratch;
+    set_gemm_choices(s, fused_max_heads, gemm_scratch);
     const auto paths = plan_mla_paths(gpu_name, s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     return schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths).workspace_bytes;
 }

@@ -239,15 +239,18 @@ TEST_CASE("mla_prefill: without cuBLASLt's scratch (the Hopper GEMM) the workspa
     REQUIRE(with.steps.size() == without.steps.size());
     REQUIRE(with.steps.size() > 2);
     CHECK(with.workspace_bytes == without.workspace_bytes + kSaved);
+    // Where a step's first buffer starts (offset 0: the buffer is not used).
+    auto first_buffer = [](const MlaStepLayout& l) {
+        auto at = [&](size_t off) { return off ? off : l.end; };
+        return std::min({at(l.kv_up), at(l.kv_pack), at(l.q_mqa)});
+    };
     for (size_t i = 0; i < with.steps.size(); ++i) {
         const MlaStepLayout a = step_layout(s, with.steps[i]), b = step_layout(jit, without.steps[i]);
         INFO("step " << i);
         CHECK(a.end == b.end + kSaved);
         // The first buffer of a step starts right at the scratch's end (kGemmWorkspaceBytes is 256-aligned).
-        const size_t first_a = std::min({a.kv_up ? a.kv_up : a.end, a.kv_pack ? a.kv_pack : a.end, a.q_mqa ? a.q_mqa : a.end});
-        const size_t first_b = std::min({b.kv_up ? b.kv_up : b.end, b.kv_pack ? b.kv_pack : b.end, b.q_mqa ? b.q_mqa : b.end});
-        CHECK(first_a == kGemmWorkspaceBytes);
-        CHECK(first_b == 256);
+        CHECK(first_buffer(a) == kGemmWorkspaceBytes);
+        CHECK(first_buffer(b) == 256);
     }
     check_cover(jit, kCuQ, kCuK, without, lim);
     // The size query takes it from the handle (c_api.cpp passes GemmRunner::scratch_bytes()).
