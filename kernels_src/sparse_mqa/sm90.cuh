@@ -791,6 +791,22 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
             mj90::fence_proxy_async();  // P (ordinary stores) is read by the other warpgroup's wgmma
         };
+        // Both warpgroups, once the running max m0 / m1 covers their tile: publish it (s_max, then named barrier
+        // `bar`), P of the tile at that max, the row sums and O rescaled by al, and O += P V (P from registers, V the
+        // four blocks at vbase).
+        auto publish_max_then_pv = [&](int bar, unsigned vbase, float ms0, float ms1, float al0, float al1) {
+            if (q4 == 0) {
+                s_max[row0] = m0;
+                s_max[row0 + 8] = m1;
+            }
+            mj90::named_bar_arrive_unaligned(bar, kConsumers);
+            float rs0, rs1;
+            exponentiate(ms0, ms1, rs0, rs1);
+            l0 = l0 * al0 + rs0;
+            l1 = l1 * al1 + rs1;
+            rescale_o(o, al0, al1);
+            issue_pv_regs(o, pa, vbase);
+        };
         if (wg == 0) {
             if (npairs > 0) {
                 mj90::mbar_wait(&full[0], 0u);
@@ -802,19 +818,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
             for (int i = 0; i < npairs; ++i) {
                 const unsigned par = (unsigned)(i & 1);
-                float mx0, mx1, ms0, ms1, al0, al1, rs0, rs1;
+                float mx0, mx1, ms0, ms1, al0, al1;
                 mask_max(2 * i, mx0, mx1);
                 mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
-                if (q4 == 0) {
-                    s_max[row0] = m0;
-                    s_max[row0 + 8] = m1;
-                }
-                mj90::named_bar_arrive_unaligned(kBarM0, kConsumers);
-                exponentiate(ms0, ms1, rs0, rs1);
-                l0 = l0 * al0 + rs0;
-                l1 = l1 * al1 + rs1;
-                rescale_o(o, al0, al1);
-                issue_pv_regs(o, pa, slot0);
+                publish_max_then_pv(kBarM0, slot0, ms0, ms1, al0, al1);
                 if constexpr (!kS2Early) {
                     mj90::wgmma_wait<0>();
                     mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
@@ -862,23 +869,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::mbar_wait(&full[1], par);
                 issue_qk<0, 16>(s, sq, slot1);
                 mj90::wgmma_wait<0>();
-                float mx0, mx1, ms0, ms1, al0, al1, rs0, rs1;
+                float mx0, mx1, ms0, ms1, al0, al1;
                 mask_max(2 * i + 1, mx0, mx1);
                 mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
                 mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
                 mx1 = fmaxf(mx1, s_max[row0 + 8]);
                 mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
                 __syncwarp();  // the quad's reads of mA precede the write of mB
-                if (q4 == 0) {
-                    s_max[row0] = m0;
-                    s_max[row0 + 8] = m1;
-                }
-                mj90::named_bar_arrive_unaligned(kBarM1, kConsumers);
-                exponentiate(ms0, ms1, rs0, rs1);
-                l0 = l0 * al0 + rs0;
-                l1 = l1 * al1 + rs1;
-                rescale_o(o, al0, al1);
-                issue_pv_regs(o, pa, slot1 + 4 * kBlk);
+                publish_max_then_pv(kBarM1, slot1 + 4 * kBlk, ms0, ms1, al0, al1);
                 store_p(smem + kOffP, false, 1.f, 1.f);
                 mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
                 issue_pv_smem(o, slot0 + 8 * kBlk, slot0 + 4 * kBlk);
