@@ -276,4 +276,25 @@ MJ_DEVICE void wgmma_m64n256k16_rs(float (&d)[128], const mj_u32 (&a)[4], unsign
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(1));
 }
 
+// D[64 x N] (fp32, N / 2 registers a thread) += A[64 x 16] . B[16 x N], N = 16 or 32, both from shared memory;
+// TA = 1 reads A as MN-major (stored [k][m], e.g. V^T from a [key][column] tile), TB = 1 reads B as MN-major.
+template <int TA, int TB>
+MJ_DEVICE void wgmma_m64n16k16_ss_t(float (&d)[8], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, %11, %12;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
+}
+template <int TA, int TB>
+MJ_DEVICE void wgmma_m64n32k16_ss_t(float (&d)[16], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+          "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TA), "n"(TB));
+}
+
 }  // namespace mj90

@@ -895,7 +895,7 @@ int main(int argc, char** argv) {
                 if (!cfg_list.empty() && std::find(cfgs.begin(), cfgs.end(), c) == cfgs.end()) continue;
                 // small head counts only on small tiles and the default, big ones only on 64-head tiles
                 if (h >= 64 && c->bh != 64) continue;
-                if (c->skip && h != 128 && h != 32) continue;
+                if (c->skip && h != 128 && h != 32 && c->bh != h) continue;
                 if (h == 32 && c->bh == 16) continue;
                 if (h == 16 && !(c->bh == 16 || !strcmp(c->tag, "h64n64s2") || !strncmp(c->tag, "h64sm90", 7))) continue;
                 if (c->fp8 && !P.fp8) continue;

@@ -1,0 +1,31 @@
+// The Hopper-tier 16 / 32-head specialization of kernels_src/sparse_mqa/sm90_t.cuh (keys as the wgmma M dimension)
+// for the standalone harness. build.sh builds it for config tags containing "sm90t" (CFG_H = the config's heads).
+constexpr int MJ_BLOCK_H = CFG_H;
+constexpr int MJ_BLOCK_N = 64;
+constexpr int MJ_STAGES = 2;
+constexpr int MJ_D_LATENT = 512;
+constexpr int MJ_D_ROPE = 64;
+constexpr int MJ_ARCH = 90;
+constexpr int MJ_KV_FP8 = CFG_FP8;
+#define MQA_CAT2(a, b) a##b
+#define MQA_CAT(a, b) MQA_CAT2(a, b)
+#define mlajit_sparse_mqa_fwd_sm90t MQA_CAT(mqa_kernel_, CFG_TAG)
+#include "sm90.cuh"  // kernels_src/sm90.cuh (-I), before the kernel: see its include of "sm90.cuh"
+#include "sparse_mqa/sm90_t.cuh"
+#undef mlajit_sparse_mqa_fwd_sm90t
+
+#include <cuda_runtime.h>
+
+// Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)), mj_mqa90_threads, mj_mqa90t_smem_bytes.
+extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
+    const int smem = mj_mqa90t_smem_bytes(CFG_H);
+    static bool raised = false;
+    if (!raised) {
+        cudaError_t e = cudaFuncSetAttribute(MQA_CAT(mqa_kernel_, CFG_TAG), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return e;
+        raised = true;
+    }
+    dim3 grid(p->s_q, (p->num_heads + CFG_H - 1) / CFG_H);
+    MQA_CAT(mqa_kernel_, CFG_TAG)<<<grid, mj_mqa90_threads(), smem, stream>>>(*p);
+    return cudaGetLastError();
+}
