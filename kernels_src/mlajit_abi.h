@@ -209,10 +209,11 @@ static constexpr int mj_mqa_smem_bytes_fp8(int block_h, int block_n, int stages)
 static constexpr int mj_mqa90_threads() { return 3 * 128; }
 static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 + 2 * 64 * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes; }
 // Sparse MQA, Hopper tier for 16 / 32 heads (sparse_mqa/sm90_t.cuh: keys as the wgmma M dimension): Q [block_h x 576],
-// a 2-slot ring of 64-key tiles, the tile maxima exchange ([2][2][4][block_h] fp32), the epilogue's row sums and maxima
+// a ring of STAGES tiles of BLOCK_N keys, the tile maxima exchange ([2][2][4][block_h] fp32), the epilogue's row sums and maxima
 // ([2][4][block_h] + [2][block_h] fp32), the ring's mbarriers and the row's key set; mj_mqa90_threads() threads.
-static constexpr int mj_mqa90t_smem_bytes(int block_h) {
-    return 9 * block_h * 128 + 2 * 9 * 64 * 128 + 16 * block_h * 4 + 10 * block_h * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes;
+static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages) {
+    return 9 * block_h * 128 + stages * 9 * block_n * 128 + 16 * block_h * 4 + 10 * block_h * 4 + stages * 2 * 8 +
+           mj_mqa_index_set_bytes;
 }
 // Mask build: MJ_ROWS_PER_BLOCK query rows per block.
 static constexpr int mj_mask_threads() { return 256; }

@@ -9,17 +9,18 @@
 // MN-major (A of O^T: V^T, the first eight 64-column blocks of the same tile); Q [H x 576] and P^T [H x 64]
 // are the B operands.
 //
-// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache. grid = (tokens, ceil(h / BLOCK_H)),
-// mj_mqa90_threads() threads, mj_mqa90t_smem_bytes(BLOCK_H) bytes of shared memory.
+// Supported specializations: BLOCK_H 16 or 32; BLOCK_N 64 with STAGES 2, or fewer keys a tile with STAGES 3 (a
+// third slot in flight: 56 x 3 at 16 heads, 48 x 3 at 32); bf16 cache. grid = (tokens, ceil(h / BLOCK_H)),
+// mj_mqa90_threads() threads, mj_mqa90t_smem_bytes(BLOCK_H, BLOCK_N, STAGES) bytes of shared memory.
 //
 // Design (one block = one query token x BLOCK_H heads):
 //  * Warpgroup 2 gathers the 64-key tiles of the compacted key set into a 2-slot ring with cp.async, as the
 //    64-head kernel's producer does (a warp copies 16 rows of 1152 bytes, 512 bytes an instruction).
-//  * Warpgroup g (0, 1) owns slot g and takes tiles g, g + 2, g + 4, ...: its own S^T, its own online softmax
+//  * Warpgroup g (0, 1) takes tiles g, g + 2, g + 4, ... (tile t in slot t % STAGES): its own S^T, its own online softmax
 //    (per head = per accumulator column: the maximum over the tile's 64 keys is reduced across the 8 row groups
 //    of a warp by shuffles and across the 4 warps through shared memory), its own O^T and row sums. The two
 //    warpgroups never wait for each other inside the loop; while one exponentiates or waits for its slot, the
-//    other's wgmma runs. The epilogue merges the two partial softmaxes (max, rescale, add).
+//    other's wgmma runs. The epilogue merges the two partial softmaxes (max, rescale, add) through shared memory.
 //  * P^T (bf16 [H][64 keys], the B operand of O^T, K-major with the 128-byte swizzle) is stored into the
 //    tile's rope block, which S^T no longer needs; the slot is released after O^T.
 #pragma once
@@ -45,11 +46,13 @@ constexpr int kH = MJ_BLOCK_H;
 constexpr int kN = MJ_BLOCK_N;
 constexpr int kS = MJ_STAGES;
 static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized for 512 latent + 64 rope");
-static_assert((kH == 16 || kH == 32) && kN == 64 && kS == 2, "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
+// BLOCK_N keys a tile (64, or fewer so that a third slot fits: 56 at 16 heads, 48 at 32), STAGES slots.
+static_assert((kH == 16 || kH == 32) && kN % 8 == 0 && kN >= 40 && kN <= 64 && kS >= 2 && kS <= 3,
+              "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N a multiple of 8 in 40..64, 2 or 3 stages");
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
 static_assert(MJ_KV_FP8 == 0, "sparse MQA sm90 (keys as M): bf16 cache only");
 constexpr int kThreads = mj_mqa90_threads();
-constexpr int kBlk = 64 * 128;    // one 64-column block of a 64-key tile, bytes
+constexpr int kBlk = kN * 128;    // one 64-column block of a tile, bytes (1 KiB-aligned: kN % 8 == 0)
 constexpr int kTileBytes = 9 * kBlk;
 constexpr int kQBlk = kH * 128;   // one 64-column block of Q
 constexpr int kAcc = kH / 2;      // accumulator floats a thread of an m64nH tile
@@ -62,11 +65,16 @@ constexpr int kOffE = kOffX + 16 * kH * 4;           // fp32 [2][4][kH] row sums
 constexpr int kOffBar = kOffE + 10 * kH * 4;         // mbarriers full[kS], empty[kS]
 constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
 constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
-static_assert(kSmem == mj_mqa90t_smem_bytes(kH), "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
+static_assert(kSmem == mj_mqa90t_smem_bytes(kH, kN, kS), "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
 static_assert(kSmem <= 232448, "sparse MQA sm90t: over the per-block shared memory of sm_90");
 static_assert(kOffK % 1024 == 0 && kOffBar % 8 == 0, "swizzled tiles need 1 KiB alignment, mbarriers 8 bytes");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
-static_assert(kS * kTileBytes >= 512 * kH * 4, "the ring holds warpgroup 1's O at the end");
+constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
+static_assert(kS * kTileBytes >= 2 * kH * kWRow * 4, "the ring holds both warpgroups' O at the end");
+// A tile of kN < 64 keys is still read as wgmma's 64 rows: rows kN..63 of a block are rows 0..63 - kN of the next one
+// (finite data of the same tile, or P^T, times P = 0 in O^T; masked rows of S^T), past the last slot's rope block the
+// scratch after the ring (masked rows of S^T only). P^T covers those rows of the rope block: 64 - kN <= kH.
+static_assert(64 - kN <= kH && kSmem - (kOffK + kS * kTileBytes) >= (64 - kN) * 128, "rows read past a short tile");
 constexpr int kBarEnd = 3;  // named barriers: 1 + g (warpgroup g's 128 threads), kBarEnd (the 256 math threads)
 constexpr int kProducerRegs = 40, kMathRegs = 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
@@ -116,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
             mj90::mbar_init(&full[s], 128);   // one cp.async-completion arrival per producer thread
-            mj90::mbar_init(&empty[s], 128);  // the slot's warpgroup, after its O^T
+            mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
     }
     const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
@@ -128,20 +136,21 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     const int ntiles = (nvalid + kN - 1) / kN;
 
     if (warp >= 8) {
-        // ---- producer: warp pw copies rows 16 pw .. 16 pw + 15 of every tile (rows past the key set: zeros) ----
+        // ---- producer: warp pw copies rows kR pw .. kR pw + kR - 1 of every tile (rows past the key set: zeros) ----
         mj90::setmaxnreg_dec<kProducerRegs>();
+        constexpr int kR = kN / 4;
         const int pw = warp - 8;
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
-            const int c = t * kN + pw * 16 + (lane & 15);  // lanes 16..31 repeat lanes 0..15's rows
+            const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
             const unsigned char* mine =
                 c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
 #pragma unroll 4
-            for (int i = 0; i < 16; ++i) {
+            for (int i = 0; i < kR; ++i) {
                 const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-                const int r = pw * 16 + i;
+                const int r = pw * kR + i;
                 const bool ok = rowp != nullptr;
                 const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
                 if constexpr (MJ_MQA90T_DEV_SKIP == 3) continue;
@@ -156,15 +165,15 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     }
 
     // ---- math warpgroups ----
-    const int wg = warp >> 2;
+    // Read through a shuffle so that ptxas knows it is the same in every lane: a loop bound it cannot prove warp-uniform
+    // (t starts at wg) makes it serialize every wgmma of the kernel (C7520: "WG.AR in divergent path").
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);
     mj90::setmaxnreg_inc<kMathRegs>();
     const int wl = warp & 3;                     // warp within the warpgroup
     const int row0 = wl * 16 + (lane >> 2);      // accumulator rows row0, row0 + 8 (keys of S^T, columns of O^T)
     const int q4 = lane & 3;
     const float sl2 = p.sm_scale_log2;
     const unsigned sq = mj90::smem_u32(smem + kOffQ);
-    const unsigned slot_a = mj90::smem_u32(smem + kOffK) + wg * kTileBytes;
-    unsigned char* pt = smem + kOffK + wg * kTileBytes + 8 * kBlk;  // P^T [kH][64 keys] in the slot's rope block
     float* xmax = (float*)(smem + kOffX) + wg * 8 * kH;              // [2 parities][4 warps][kH]
 
     mj90::cp_async_wait<0>();
@@ -181,7 +190,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
 
     for (int t = wg, it = 0; t < ntiles; t += 2, ++it) {
-        mj90::mbar_wait(&full[wg], (unsigned)(it & 1));
+        const int slot = t % kS;
+        const unsigned slot_a = mj90::smem_u32(smem + kOffK) + slot * kTileBytes;
+        unsigned char* pt = smem + kOffK + slot * kTileBytes + 8 * kBlk;  // P^T [kH][64 keys] in the slot's rope block
+        mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
         mj90::fence_proxy_async();
         // S^T [64 keys x kH] = K Q^T: 36 k-steps of 16 columns.
         float s[kAcc];
@@ -196,14 +208,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         mj90::wgmma_commit();
         mj90::wgmma_wait<0>();
         // Keys past the set: -inf. The tile's maximum per head: the thread's two rows, the warp's 8 row groups, the 4 warps.
-        const int lim = nvalid - t * kN;
+        const int lim = min(nvalid - t * kN, kN);
         const bool v0 = row0 < lim, v1 = row0 + 8 < lim;
         float* xb = xmax + (it & 1) * 4 * kH;
         float tm[kCols];
 #pragma unroll
         for (int j = 0; j < kCols; ++j) {
-            if (!v0) s[acc0(j)] = MJ_NEG_INF;
-            if (!v1) s[acc1(j)] = MJ_NEG_INF;
+            s[acc0(j)] = v0 ? s[acc0(j)] : MJ_NEG_INF;
+            s[acc1(j)] = v1 ? s[acc1(j)] : MJ_NEG_INF;
             float x = fmaxf(s[acc0(j)], s[acc1(j)]);
             x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
             x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
@@ -253,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
                        mj90::smem_desc_addr(slot_a + 8 * kBlk + kk * 32, 128, 1024, 16));
         mj90::wgmma_commit();
         mj90::wgmma_wait<0>();
-        mj90::mbar_arrive(&empty[wg]);
+        mj90::mbar_arrive(&empty[slot]);
     }
 
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
@@ -286,38 +298,40 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         Lt[j] = L;
         mt[j] = mm;
     }
-    float* w = (float*)(smem + kOffK);  // warpgroup 1's scaled O^T, fp32 [512][kH]
-    if (wg == 1) {
+    // Each warpgroup's scaled O^T into the ring as fp32 [kH][kWRow] (padded rows: the column-wise stores of the
+    // fragments hit distinct banks), then both added by all 256 threads with 16-byte output stores.
+    float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
 #pragma unroll
-        for (int jb = 0; jb < 8; ++jb)
+    for (int jb = 0; jb < 8; ++jb)
 #pragma unroll
-            for (int j = 0; j < kCols; ++j) {
-                const int c = col_of(j, q4), r = 64 * jb + row0;
-                w[r * kH + c] = ot[jb][acc0(j)] * sc[j];
-                w[(r + 8) * kH + c] = ot[jb][acc1(j)] * sc[j];
-            }
-    }
-    mj90::named_bar_sync_unaligned(kBarEnd, 256);
-    if (wg == 1) return;
-    unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-        const int c = col_of(j, q4), head = head0 + c;
-        if (head >= nh) continue;
-        unsigned short* orow = (unsigned short*)(otok + (mj_i64)head * p.o_stride_head * 2);
-#pragma unroll
-        for (int jb = 0; jb < 8; ++jb) {
-            const int r = 64 * jb + row0;
-            const float v0 = fmaf(ot[jb][acc0(j)], sc[j], w[r * kH + c]);
-            const float v1 = fmaf(ot[jb][acc1(j)], sc[j], w[(r + 8) * kH + c]);
-            const mj_u32 pk = mj_pack_bf16x2(v0, v1);
-            orow[r] = (unsigned short)(pk & 0xffffu);
-            orow[r + 8] = (unsigned short)(pk >> 16);
+        for (int j = 0; j < kCols; ++j) {
+            const int c = col_of(j, q4), r = 64 * jb + row0;
+            w[c * kWRow + r] = ot[jb][acc0(j)] * sc[j];
+            w[c * kWRow + r + 8] = ot[jb][acc1(j)] * sc[j];
         }
-        if (wl == 0 && lane < 4) {
+    if (wg == 0 && wl == 0 && lane < 4) {
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+            const int head = head0 + col_of(j, q4);
+            if (head >= nh) continue;
             const float L = Lt[j], mm = mt[j];
             p.lse[(mj_i64)tok * p.lse_stride_tok + head] = L > 0.f ? (mj_log2(L) + mm * sl2) * MJ_LN2 : MJ_NEG_INF;
             if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head] = L > 0.f ? mm * p.sm_scale : MJ_NEG_INF;
         }
+    }
+    mj90::named_bar_sync_unaligned(kBarEnd, 256);
+    // O = the two warpgroups' parts added, bf16, 16-byte stores (a thread: 8 columns of one head).
+    const float* w0 = (const float*)(smem + kOffK);
+    const float* w1 = w0 + kH * kWRow;
+    unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
+    for (int i = tid; i < kH * 64; i += 256) {
+        const int hh = i >> 6, c8 = (i & 63) * 8;
+        if (head0 + hh >= nh) continue;
+        mj_u32 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            v[k] = mj_pack_bf16x2(w0[hh * kWRow + c8 + 2 * k] + w1[hh * kWRow + c8 + 2 * k],
+                                  w0[hh * kWRow + c8 + 2 * k + 1] + w1[hh * kWRow + c8 + 2 * k + 1]);
+        mj_st_global_v4(otok + ((mj_i64)(head0 + hh) * p.o_stride_head + c8) * 2, v);
     }
 }

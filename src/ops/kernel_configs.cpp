@@ -78,7 +78,13 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // 16 heads the portable 16-head tile (two blocks per SM) measured faster (docs/perf_mqa_notes.md).
     // The FP8 cache: the same split. Measured on the H200 (docs/perf_mqa_notes.md, FP8 section): at 16
     // heads the portable FP8 16 x 32 tile 7.43 ms against the Hopper FP8 kernel's 8.29 (8k, paged).
-    if (use_hopper_tier(arch) && num_heads > 16 && !config().mqa_tile.set()) return kMqaHopperTile;
+    // bf16 cache at 16 / 32 heads: the keys-as-M Hopper kernel (sparse_mqa/sm90_t.cuh), which pads nothing (H100,
+    // 8k, paged: docs/perf_mqa_notes.md "Hopper tier for 16 and 32 heads").
+    if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
+        if (!kv_fp8 && num_heads <= 16) return kMqaHopperTile16;
+        if (!kv_fp8 && num_heads <= 32) return kMqaHopperTile32;
+        if (num_heads > 16) return kMqaHopperTile;
+    }
     const auto& o = config().mqa_tile;
     const std::vector<MqaTile> tiles = kv_fp8 ? supported_mqa_fp8_tiles(arch) : supported_mqa_tiles();
     if (o.set()) {
@@ -135,8 +141,8 @@ KernelSpec mha_spec_for(const Arch& arch, bool masked) {
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8) {
     KernelSpec s;
     s.arch = arch;
-    if (t.warps == kMqaHopperWarps) {  // the Hopper tier's one specialization (64 x 64, 2 stages)
-        s.family = Family::sparse_mqa_fwd_sm90;
+    if (t.warps == kMqaHopperWarps) {  // the Hopper tier: 64 heads (sm90.cuh), 16 / 32 heads (sm90_t.cuh)
+        s.family = t.block_h == 64 ? Family::sparse_mqa_fwd_sm90 : Family::sparse_mqa_fwd_sm90t;
         s.p = {t.block_h, t.block_n, t.stages, kDimLatent, kDimRope, kv_fp8 ? 1 : 0};
         return s;
     }
@@ -214,11 +220,12 @@ int mha_threads(const KernelSpec& s) {
 }
 int mqa_smem_bytes(const KernelSpec& s) {
     if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
+    if (s.family == Family::sparse_mqa_fwd_sm90t) return mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2]);
     if (s.p[6] != 0) return mj_mqa_smem_bytes_fp8(s.p[0], s.p[1], s.p[3]);  // KV_FP8
     return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
 }
 int mqa_threads(const KernelSpec& s) {
-    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_threads();
+    if (s.family == Family::sparse_mqa_fwd_sm90 || s.family == Family::sparse_mqa_fwd_sm90t) return mj_mqa90_threads();
     return mj_mqa_threads(s.p[2]);
 }
 int mask_rows_per_block(const KernelSpec& s) { return s.p[0]; }

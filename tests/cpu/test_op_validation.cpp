@@ -301,7 +301,7 @@ TEST_CASE("validation: sparse MQA over the FP8 latent cache") {
         CHECK(p.params.kv_stride_tok == 656);
         CHECK(p.params.block_size == 64);
         CHECK(p.params.num_pages == 40);
-        const int fp8_param = p.spec.family == Family::sparse_mqa_fwd_sm90 ? p.spec.p[5] : p.spec.p[6];
+        const int fp8_param = p.spec.family == Family::sparse_mqa_fwd_sm90 || p.spec.family == Family::sparse_mqa_fwd_sm90t ? p.spec.p[5] : p.spec.p[6];
         CHECK(fp8_param == 1);
         CHECK(p.smem == mqa_smem_bytes(p.spec));
         auto bf = good_mqa();  // the bf16 form of the same call: a different kernel (cache key)

@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/mlajit-host-cost-repeat}"; mkdir -p "$out"
 n="${1:-4}"
-build=build-hc
+build="${MLAJIT_BUILD_DIR:-build-hc}"  # a build that already holds the targets below is reused as it is
 prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
 t0=$(date +%s)
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF -DMLAJIT_BUILD_TESTS=OFF -DMLAJIT_TORCH_OPS=AUTO \

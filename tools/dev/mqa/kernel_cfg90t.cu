@@ -1,8 +1,8 @@
 // The Hopper-tier 16 / 32-head specialization of kernels_src/sparse_mqa/sm90_t.cuh (keys as the wgmma M dimension)
-// for the standalone harness. build.sh builds it for config tags containing "sm90t" (CFG_H = the config's heads).
+// for the standalone harness. build.sh builds it for config tags containing "sm90t" (CFG_H, CFG_N, CFG_S: the config's heads, keys, stages).
 constexpr int MJ_BLOCK_H = CFG_H;
-constexpr int MJ_BLOCK_N = 64;
-constexpr int MJ_STAGES = 2;
+constexpr int MJ_BLOCK_N = CFG_N;
+constexpr int MJ_STAGES = CFG_S;
 constexpr int MJ_D_LATENT = 512;
 constexpr int MJ_D_ROPE = 64;
 constexpr int MJ_ARCH = 90;
@@ -18,7 +18,7 @@ constexpr int MJ_KV_FP8 = CFG_FP8;
 
 // Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)), mj_mqa90_threads, mj_mqa90t_smem_bytes.
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
-    const int smem = mj_mqa90t_smem_bytes(CFG_H);
+    const int smem = mj_mqa90t_smem_bytes(CFG_H, CFG_N, CFG_S);
     static bool raised = false;
     if (!raised) {
         cudaError_t e = cudaFuncSetAttribute(MQA_CAT(mqa_kernel_, CFG_TAG), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
