@@ -9,9 +9,9 @@
 // MN-major (A of O^T: V^T, the first eight 64-column blocks of the same tile); Q [H x 576] and P^T [H x 64]
 // are the B operands.
 //
-// Supported specializations: BLOCK_H 16 or 32; BLOCK_N 64 with STAGES 2, or fewer keys a tile with STAGES 3 (a
-// third slot in flight: 56 x 3 at 16 heads, 48 x 3 at 32); bf16 cache. grid = (tokens, ceil(h / BLOCK_H)),
-// mj_mqa90_threads() threads, mj_mqa90t_smem_bytes(BLOCK_H, BLOCK_N, STAGES) bytes of shared memory.
+// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache. grid = (tokens, ceil(h / BLOCK_H)),
+// mj_mqa90_threads() threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2) bytes of shared memory. The runtime launches it at
+// <= 16 heads; at 32 it ties with the 64-head kernel (docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
 //
 // Design (one block = one query token x BLOCK_H heads):
 //  * Warpgroup 2 gathers the 64-key tiles of the compacted key set into a 2-slot ring with cp.async, as the
@@ -35,6 +35,11 @@
 #include "sm90.cuh"
 #endif
 
+#ifndef MJ_MQA90T_EPI_SYNC0  // 1: the producer warps wait at the end and the epilogue's two barriers are __syncthreads
+                             // (development switch: compute-sanitizer racecheck reports hazards across the 256-thread
+                             // named barrier of the epilogue, whose stores and loads it orders; testing which form it follows)
+#define MJ_MQA90T_EPI_SYNC0 0
+#endif
 #ifndef MJ_MQA90T_DEV_SKIP  // 1: no wgmma (timing of the gather and barriers only; results are wrong); 3: no
                             // gather (timing of the math on whatever the ring holds)
 #define MJ_MQA90T_DEV_SKIP 0
@@ -46,9 +51,10 @@ constexpr int kH = MJ_BLOCK_H;
 constexpr int kN = MJ_BLOCK_N;
 constexpr int kS = MJ_STAGES;
 static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized for 512 latent + 64 rope");
-// BLOCK_N keys a tile (64, or fewer so that a third slot fits: 56 at 16 heads, 48 at 32), STAGES slots.
-static_assert((kH == 16 || kH == 32) && kN % 8 == 0 && kN >= 40 && kN <= 64 && kS >= 2 && kS <= 3,
-              "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N a multiple of 8 in 40..64, 2 or 3 stages");
+// 64-key tiles in 2 slots. Tried and dropped (H100, 8k, paged): 56 keys in 3 slots at 16 heads (5.13 against 4.53 ms)
+// and 48 in 3 at 32 (5.91 against 5.06); a short tile is read as wgmma's 64 rows, and the rows past it (P^T at the
+// end of the tile) carried a NaN of one head's P into every head's O (the GPU suite's containment test).
+static_assert((kH == 16 || kH == 32) && kN == 64 && kS == 2, "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
 static_assert(MJ_KV_FP8 == 0, "sparse MQA sm90 (keys as M): bf16 cache only");
 constexpr int kThreads = mj_mqa90_threads();
@@ -71,10 +77,6 @@ static_assert(kOffK % 1024 == 0 && kOffBar % 8 == 0, "swizzled tiles need 1 KiB 
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
 static_assert(kS * kTileBytes >= 2 * kH * kWRow * 4, "the ring holds both warpgroups' O at the end");
-// A tile of kN < 64 keys is still read as wgmma's 64 rows: rows kN..63 of a block are rows 0..63 - kN of the next one
-// (finite data of the same tile, or P^T, times P = 0 in O^T; masked rows of S^T), past the last slot's rope block the
-// scratch after the ring (masked rows of S^T only). P^T covers those rows of the rope block: 64 - kN <= kH.
-static_assert(64 - kN <= kH && kSmem - (kOffK + kS * kTileBytes) >= (64 - kN) * 128, "rows read past a short tile");
 constexpr int kBarEnd = 3;  // named barriers: 1 + g (warpgroup g's 128 threads), kBarEnd (the 256 math threads)
 constexpr int kProducerRegs = 40, kMathRegs = 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
@@ -161,6 +163,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             mj90::cp_async_mbar_arrive_noinc(&full[slot]);
         }
         mj90::cp_async_wait<0>();
+        if constexpr (MJ_MQA90T_EPI_SYNC0) {
+            __syncthreads();
+            __syncthreads();
+        }
         return;
     }
 
@@ -269,6 +275,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     }
 
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
+    auto epi_sync = [] {
+        if constexpr (MJ_MQA90T_EPI_SYNC0) __syncthreads();
+        else mj90::named_bar_sync_unaligned(kBarEnd, 256);
+    };
     float* e_l = (float*)(smem + kOffE);  // [2][4][kH]
     float* e_m = e_l + 8 * kH;            // [2][kH]
 #pragma unroll
@@ -282,7 +292,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             if (wl == 0) e_m[wg * kH + col_of(j, q4)] = m[j];
         }
     }
-    mj90::named_bar_sync_unaligned(kBarEnd, 256);  // also: every wgmma read of the ring is done
+    epi_sync();  // also: every wgmma read of the ring is done
     float sc[kCols], Lt[kCols], mt[kCols];
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
@@ -319,7 +329,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head] = L > 0.f ? mm * p.sm_scale : MJ_NEG_INF;
         }
     }
-    mj90::named_bar_sync_unaligned(kBarEnd, 256);
+    epi_sync();
     // O = the two warpgroups' parts added, bf16, 16-byte stores (a thread: 8 columns of one head).
     const float* w0 = (const float*)(smem + kOffK);
     const float* w1 = w0 + kH * kWRow;

@@ -78,11 +78,12 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // 16 heads the portable 16-head tile (two blocks per SM) measured faster (docs/perf_mqa_notes.md).
     // The FP8 cache: the same split. Measured on the H200 (docs/perf_mqa_notes.md, FP8 section): at 16
     // heads the portable FP8 16 x 32 tile 7.43 ms against the Hopper FP8 kernel's 8.29 (8k, paged).
-    // bf16 cache at 16 / 32 heads: the keys-as-M Hopper kernel (sparse_mqa/sm90_t.cuh), which pads nothing (H100,
-    // 8k, paged: docs/perf_mqa_notes.md "Hopper tier for 16 and 32 heads").
+    // bf16 cache at <= 16 heads: the keys-as-M Hopper kernel (sparse_mqa/sm90_t.cuh), which pads nothing: 4.50 ms
+    // against 4.96 for the 64-head kernel and 5.33 for the portable 16 x 32 tile (H100, 8k, topk 2048, paged); at 32
+    // heads its 32-head form ties with the 64-head kernel (5.01-5.06 against 5.00), which stays
+    // (docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
     if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
         if (!kv_fp8 && num_heads <= 16) return kMqaHopperTile16;
-        if (!kv_fp8 && num_heads <= 32) return kMqaHopperTile32;
         if (num_heads > 16) return kMqaHopperTile;
     }
     const auto& o = config().mqa_tile;
@@ -141,7 +142,7 @@ KernelSpec mha_spec_for(const Arch& arch, bool masked) {
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8) {
     KernelSpec s;
     s.arch = arch;
-    if (t.warps == kMqaHopperWarps) {  // the Hopper tier: 64 heads (sm90.cuh), 16 / 32 heads (sm90_t.cuh)
+    if (t.warps == kMqaHopperWarps) {  // the Hopper tier: 64 heads (sm90.cuh), 16 heads (sm90_t.cuh)
         s.family = t.block_h == 64 ? Family::sparse_mqa_fwd_sm90 : Family::sparse_mqa_fwd_sm90t;
         s.p = {t.block_h, t.block_n, t.stages, kDimLatent, kDimRope, kv_fp8 ? 1 : 0};
         return s;

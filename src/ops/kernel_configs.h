@@ -27,12 +27,11 @@ struct MqaTile {
 };
 
 // The Hopper tier's sparse MQA kernels (3 warpgroups, 64-key tiles, 2 stages), marked by this warp count in an
-// MqaTile: 64 heads selects family sparse_mqa_fwd_sm90 (heads as wgmma's M), 16 and 32 heads family
+// MqaTile: 64 heads selects family sparse_mqa_fwd_sm90 (heads as wgmma's M), 16 (and 32) heads family
 // sparse_mqa_fwd_sm90t (keys as wgmma's M: the heads are not padded to 64; bf16 cache only).
 inline constexpr int kMqaHopperWarps = 12;
 inline constexpr MqaTile kMqaHopperTile{64, 64, kMqaHopperWarps, 2};
-inline constexpr MqaTile kMqaHopperTile16{16, 56, kMqaHopperWarps, 3};
-inline constexpr MqaTile kMqaHopperTile32{32, 48, kMqaHopperWarps, 3};
+inline constexpr MqaTile kMqaHopperTile16{16, 64, kMqaHopperWarps, 2};
 
 const std::vector<MhaTile>& supported_mha_tiles();
 const std::vector<MqaTile>& supported_mqa_tiles();

@@ -96,6 +96,9 @@ double causal_pairs(long s_q, long s_k) {
 //   run the refit model picks the faster path on 44 (the 12-02 rates: 42, 1.17 ms lost of 143.7).
 // - Fixed cost per step (batch-level routing, planner.h): masked MHA 31.0 + 6.0 (mask) = 37.0 us; sparse
 //   MQA 49.4 (absorption, anchors' fit) + the tile's overhead: 49.4 / 79.8 / 89.6 us at 16 / 32 / 64.
+// 2026-12-05 (session 20): at <= 16 heads the Hopper tier runs the keys-as-M kernel (sparse_mqa/sm90_t.cuh) instead
+// of the portable 16 x 32 tile; its rate is the 12-03 fit's 96.7 TFLOP/s times the two kernels' same-run ratio (8k,
+// topk 2048, paged: 5.333 / 4.513 ms, H100, tools/dev/mqa/run_t1.sh): 114.0. Not refitted on whole paths.
 // Refitted 2026-12-03 evening (helper mask) to the shipped kernels alone (H200, docs/PERF.md "Top-k mask
 // build and masked MHA, 2026-12-03 evening"; raw logs docs/calibration/mask_build_2026-12-03/):
 // - Mask build (kernels_src/topk_mask/sm80.cuh, 16-byte index loads): 0.0312 / 0.0516 / 0.1031 ms at
@@ -113,7 +116,7 @@ KernelRates h200_mlajit_rates() {
     r.upproj = {505.8, 0.0};
     r.mha_attn = {692.4, 0.0310};
     r.mask = {0.0060, 1.12e-9, 1.0e-9};
-    r.mqa_tiles = {{16, 16, {96.7, 0.0}}, {32, 32, {200.7, 0.0304}}, {128, 64, {385.2, 0.0402}}};
+    r.mqa_tiles = {{16, 16, {114.0, 0.0}}, {32, 32, {200.7, 0.0304}}, {128, 64, {385.2, 0.0402}}};
     r.mqa_attn = r.mqa_tiles.back().rate;
     r.mqa_head_tile = 64;
     r.mqa_skips_padding = true;
