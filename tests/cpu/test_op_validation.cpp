@@ -190,6 +190,38 @@ TEST_CASE("validation: sparse MQA") {
     }
 }
 
+TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache format") {
+    auto with_heads = [](mlajit_sparse_mqa_args a, int heads) {
+        a.q.shape[1] = a.out.shape[1] = a.lse.shape[1] = a.max_logits.shape[1] = heads;
+        a.q.stride[0] = heads * 576;
+        a.out.stride[0] = heads * 512;
+        a.lse.stride[0] = a.max_logits.stride[0] = heads;
+        return a;
+    };
+    // sm_90a, bf16: up to 16 heads the keys-as-M Hopper kernel (16 heads a block, nothing padded to 64), above it the
+    // 64-head one; both 3 warpgroups, their shared memory within sm_90's 232,448 bytes.
+    for (int heads : {1, 7, 16, 17, 32, 64, 100, 128}) {
+        CAPTURE(heads);
+        auto p = plan_sparse_mqa(kArch, with_heads(good_mqa(), heads));
+        CAPTURE(spec_name(p.spec));
+        CHECK(p.spec.family == (heads <= 16 ? Family::sparse_mqa_fwd_sm90t : Family::sparse_mqa_fwd_sm90));
+        CHECK(p.spec.p[0] == (heads <= 16 ? 16 : 64));
+        CHECK(p.grid.y == (unsigned)((heads + p.spec.p[0] - 1) / p.spec.p[0]));
+        CHECK(p.threads == 384);
+        CHECK(p.smem == (heads <= 16 ? mj_mqa90t_smem_bytes(16, 64, 2) : mj_mqa90_smem_bytes()));
+        CHECK(p.smem <= 232448);
+    }
+    // The same 16 heads elsewhere: the portable 16 x 32 tile on sm_80, and on sm_90a with MLAJIT_TIER=portable.
+    CHECK(plan_sparse_mqa(Arch::parse("sm_80"), good_mqa()).spec.family == Family::sparse_mqa_fwd);
+    setenv("MLAJIT_TIER", "portable", 1);
+    reload_config();
+    const auto portable = plan_sparse_mqa(kArch, good_mqa());
+    unsetenv("MLAJIT_TIER");
+    reload_config();
+    CHECK(portable.spec.family == Family::sparse_mqa_fwd);
+    CHECK(portable.spec.p[0] == 16);
+}
+
 TEST_CASE("validation: top-k mask") {
     mlajit_topk_mask_args a = MLAJIT_ARGS_INIT(mlajit_topk_mask_args);
     a.indices = t(fake(1), MLAJIT_INT32, {300, 2048});
@@ -301,7 +333,7 @@ TEST_CASE("validation: sparse MQA over the FP8 latent cache") {
         CHECK(p.params.kv_stride_tok == 656);
         CHECK(p.params.block_size == 64);
         CHECK(p.params.num_pages == 40);
-        const int fp8_param = p.spec.family == Family::sparse_mqa_fwd_sm90 || p.spec.family == Family::sparse_mqa_fwd_sm90t ? p.spec.p[5] : p.spec.p[6];
+        const int fp8_param = p.spec.family == Family::sparse_mqa_fwd_sm90 ? p.spec.p[5] : p.spec.p[6];
         CHECK(fp8_param == 1);
         CHECK(p.smem == mqa_smem_bytes(p.spec));
         auto bf = good_mqa();  // the bf16 form of the same call: a different kernel (cache key)
