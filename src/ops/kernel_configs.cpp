@@ -73,15 +73,14 @@ MhaTile mha_tile_for(const Arch& arch) {
 }
 
 MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
-    // Hopper tier: the wgmma kernel (sparse_mqa/sm90.cuh) above 16 heads. Its wgmma tile is 64 heads, so
-    // at 32 heads it pads 2x and still beats the portable 32-head tile (H200, 8k: 5.5 against 7.5 ms); at
-    // 16 heads the portable 16-head tile (two blocks per SM) measured faster (docs/perf_mqa_notes.md).
-    // The FP8 cache: the same split. Measured on the H200 (docs/perf_mqa_notes.md, FP8 section): at 16
-    // heads the portable FP8 16 x 32 tile 7.43 ms against the Hopper FP8 kernel's 8.29 (8k, paged).
-    // bf16 cache at <= 16 heads: the keys-as-M Hopper kernel (sparse_mqa/sm90_t.cuh), which pads nothing: 4.50 ms
-    // against 4.96 for the 64-head kernel and 5.33 for the portable 16 x 32 tile (H100, 8k, topk 2048, paged); at 32
-    // heads its 32-head form ties with the 64-head kernel (5.01-5.06 against 5.00), which stays
-    // (docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
+    // Hopper tier, above 16 heads: the 64-head wgmma kernel (sparse_mqa/sm90.cuh). At 32 heads it pads 2x and still
+    // beats the portable 32-head tile (H200, 8k: 5.5 against 7.5 ms) and ties with the keys-as-M kernel's 32-head form
+    // (H100: 5.00 against 5.01-5.06 ms).
+    // bf16 cache at <= 16 heads: the keys-as-M kernel (sparse_mqa/sm90_t.cuh), which pads nothing: 4.50 ms against
+    // 4.96 for the 64-head kernel and 5.33 for the portable 16 x 32 tile (H100, 8k, topk 2048, paged;
+    // docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
+    // FP8 cache at <= 16 heads: the portable FP8 16 x 32 tile, 7.43 ms against the 64-head FP8 kernel's 8.29 (H200,
+    // 8k, paged; the keys-as-M kernel reads bf16 only).
     if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
         if (!kv_fp8 && num_heads <= 16) return kMqaHopperTile16;
         if (num_heads > 16) return kMqaHopperTile;
