@@ -26,6 +26,16 @@ constexpr int kHashSlotsMax = kMaxWidth;             // 8 bytes a slot
 constexpr int kHashBytes = kHashSlotsMax * 8;         // scratch the widest row's table needs
 constexpr unsigned long long kEmpty = ~0ull;
 
+// The key set in shared memory (kSetBytes at `base`): keep [kWords] u32, pref [kWords] u16, nvalid.
+struct SetView {
+    unsigned* keep;
+    unsigned short* pref;
+    int* nvalid;
+};
+MJ_DEVICE SetView set_view(unsigned char* base) {
+    return {(unsigned*)base, (unsigned short*)(base + kWords * 4), (int*)(base + kWords * 6)};
+}
+
 // The request a token belongs to and where its keys live.
 struct Request {
     int r;           // request number (0 in the single-sequence form)

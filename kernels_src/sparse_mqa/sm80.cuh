@@ -234,9 +234,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     const int head0 = blockIdx.y * kH;
     const int nh = p.num_heads;
     const mj_u32 sb = mj_smem_addr(smem);
-    unsigned* s_keep = (unsigned*)(smem + kOffSet);
-    unsigned short* s_pref = (unsigned short*)(smem + kOffSet + mj_idx::kWords * 4);
-    int* s_nvalid = (int*)(smem + kOffSet + mj_idx::kWords * 6);
+    const mj_idx::SetView ks = mj_idx::set_view(smem + kOffSet);
     unsigned char* s_vm = smem + kOffVm;
     float* s_stat = (float*)(smem + kOffMax);
     float* s_alpha = (float*)(smem + kOffAlpha);
@@ -274,8 +272,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
         }
     }
     // The row's compacted key set; the ring is its hash scratch (nothing is gathered yet).
-    mj_idx::build_set<kThreads>(p, rq, irow, topk, s_keep, s_pref, s_nvalid, (unsigned long long*)(smem + kOffK));
-    const int nvalid = *s_nvalid;
+    mj_idx::build_set<kThreads>(p, rq, irow, topk, ks.keep, ks.pref, ks.nvalid, (unsigned long long*)(smem + kOffK));
+    const int nvalid = *ks.nvalid;
     const int nwords = (topk + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;
 
@@ -291,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     auto fetch_idx = [&](int tile) -> const unsigned char* {
         const int c = tile * kN + lrow;
         if (c >= nvalid) return nullptr;
-        return mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]);
+        return mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]);
     };
     // Copy i of a row goes to chunk kTPR * (e ^ lflip) + lsub of 128-byte group i / kCPG (e = i % kCPG):
     // per-thread source/destination offsets for the kCPG values of e, plus compile-time group offsets.

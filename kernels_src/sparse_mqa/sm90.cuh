@@ -57,6 +57,7 @@
 // (tools/dev/mqa/kernel_cfg90.cu does; without it the harness build recursed 200 levels deep).
 #include "sm90.cuh"
 // ================= end of the Hopper PTX wrappers =================
+#include "sparse_mqa/sm90_tile.cuh"
 
 #ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
 #define MJ_MQA90_OVERLAP 1
@@ -303,8 +304,8 @@ MJ_DEVICE void mask_tile_max(float (&s)[32], int lim, float& mx0, float& mx1) {
     mx1 = mj_warp_max4(mx1);
 }
 
-// Byte offset of 16-byte chunk c (0..71) of row r in a tile: block c / 8, swizzled chunk within the row.
-MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
+// Byte offset of 16-byte chunk c (0..71) of row r in a tile (sparse_mqa/sm90_tile.cuh).
+MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
 
 }  // namespace mj_mqa90
 
@@ -317,23 +318,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     const int nh = p.num_heads;
     unsigned long long* full = (unsigned long long*)(smem + kOffBar);
     unsigned long long* empty = full + kS;
-    unsigned* s_keep = (unsigned*)(smem + kOffSet);
-    unsigned short* s_pref = (unsigned short*)(smem + kOffSet + mj_idx::kWords * 4);
-    int* s_nvalid = (int*)(smem + kOffSet + mj_idx::kWords * 6);
+    const mj_idx::SetView ks = mj_idx::set_view(smem + kOffSet);
     float* s_max = (float*)(smem + kOffMax);
     if (tid == 0 && (mj90::smem_u32(smem) & 1023u) != 0u) __trap();  // the 128-byte swizzle needs 1 KiB alignment
 
     // Q first (math threads): its latency hides behind the index set build.
-    if (tid < kConsumers) {
-        const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
-        for (int i = tid; i < kH * 72; i += kConsumers) {
-            const int row = i / 72, c = i - row * 72;
-            const bool ok = head0 + row < nh;
-            const unsigned char* src = ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
-            mj90::cp_async_16(smem + kOffQ + tile_off(row, c), src, ok);
-        }
-        mj90::cp_async_commit();
-    }
+    if (tid < kConsumers) mj_tile90::load_q<kH, kConsumers>(p, tok, head0, smem + kOffQ, tid);
     unsigned long long* own = (unsigned long long*)(smem + kOffOwn);
     const unsigned crank = kPair ? mj90::cluster_ctarank() : 0u;
     if (tid == 0) {
@@ -366,8 +356,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
     const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
     const int width = p.topk;
-    mj_idx::build_set<kThreads>(p, rq, irow, width, s_keep, s_pref, s_nvalid, (unsigned long long*)(smem + kOffK));
-    const int nvalid = *s_nvalid;
+    mj_idx::build_set<kThreads>(p, rq, irow, width, ks.keep, ks.pref, ks.nvalid, (unsigned long long*)(smem + kOffK));
+    const int nvalid = *ks.nvalid;
     const int nwords = (width + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;
     // Pair: the peer's barriers are initialized and its ring is no longer the index set's scratch before this
@@ -396,7 +386,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // index row and block-table loads of tile t are issued two and one tiles ahead of its copies.
         auto key_of = [&](int t) -> int {
             const int c = t * kN + pw * 16 + (lane & 15);
-            return c < nvalid ? irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)] : -1;
+            return c < nvalid ? irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)] : -1;
         };
         auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
         // Two cp.async groups a tile: the codes of column blocks 0-3, the scales and k_pe; then the codes of blocks 4-7
@@ -516,7 +506,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // load): split so the two dependent loads sit a tile apart.
         auto key_of = [&](int t) -> int {
             const int c = t * kN + pw * 16 + (lane & 15);
-            return c < nvalid ? irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)] : -1;
+            return c < nvalid ? irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)] : -1;
         };
         auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
         mj_u32 v[16][4];
@@ -596,7 +586,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const int npairs = (ntiles + 1) >> 1;
         auto row_of = [&](int t) -> const unsigned char* {
             const int c = t * kN + pw * 16 + (lane & 15);
-            return c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
+            return c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
         };
         auto copy_half = [&](int slot, const unsigned char* mine, bool hi, unsigned long long* bar) {
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
@@ -649,11 +639,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             const int slot = t % kS;
             const int c = t * kN + rbase + (lane % kRows);  // the other lanes repeat lanes 0..kRows-1's rows
             const unsigned char* mine =
-                c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
+                c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
             const unsigned char* mine_rope = nullptr;  // pair mode: row 16 pw + lane % 16
             if constexpr (kPair) {
                 const int cr = t * kN + pw * 16 + (lane & 15);
-                mine_rope = cr < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, cr)]) : nullptr;
+                mine_rope = cr < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, cr)]) : nullptr;
             }
             if (t >= kS) {
                 if constexpr (kPair) mj90::mbar_wait_cluster(&empty[slot], (unsigned)((t / kS - 1) & 1));

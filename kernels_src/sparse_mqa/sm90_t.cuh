@@ -16,8 +16,8 @@
 // Design (one block = one query token x BLOCK_H heads):
 //  * Warpgroup 2 gathers the 64-key tiles of the compacted key set into a 2-slot ring with cp.async, as the
 //    64-head kernel's producer does (a warp copies 16 rows of 1152 bytes, 512 bytes an instruction).
-//  * Warpgroup g (0, 1) takes tiles g, g + 2, g + 4, ... (tile t in slot t % STAGES): its own S^T, its own online softmax
-//    (per head = per accumulator column: the maximum over the tile's 64 keys is reduced across the 8 row groups
+//  * Warpgroup g (0, 1) takes tiles g, g + 2, g + 4, ... (tile t in slot t % 2 = g): its own S^T, its own online
+//    softmax (per head = per accumulator column: the maximum over the tile's 64 keys is reduced across the 8 row groups
 //    of a warp by shuffles and across the 4 warps through shared memory), its own O^T and row sums. The two
 //    warpgroups never wait for each other inside the loop; while one exponentiates or waits for its slot, the
 //    other's wgmma runs. The epilogue merges the two partial softmaxes (max, rescale, add) through shared memory.
@@ -34,6 +34,7 @@
 #ifndef MJ90_ACC64_OPS
 #include "sm90.cuh"
 #endif
+#include "sparse_mqa/sm90_tile.cuh"
 
 #ifndef MJ_MQA90T_EPI_SYNC0  // 1: the producer warps wait at the end and the epilogue's two barriers are __syncthreads
                              // (development switch: compute-sanitizer racecheck reports hazards across the 256-thread
@@ -58,7 +59,7 @@ static_assert((kH == 16 || kH == 32) && kN == 64 && kS == 2, "sparse MQA sm90 (k
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
 static_assert(MJ_KV_FP8 == 0, "sparse MQA sm90 (keys as M): bf16 cache only");
 constexpr int kThreads = mj_mqa90_threads();
-constexpr int kBlk = kN * 128;    // one 64-column block of a tile, bytes (1 KiB-aligned: kN % 8 == 0)
+constexpr int kBlk = kN * 128;    // one 64-column block of a 64-key tile, bytes
 constexpr int kTileBytes = 9 * kBlk;
 constexpr int kQBlk = kH * 128;   // one 64-column block of Q
 constexpr int kAcc = kH / 2;      // accumulator floats a thread of an m64nH tile
@@ -81,9 +82,8 @@ constexpr int kBarEnd = 3;  // named barriers: 1 + g (warpgroup g's 128 threads)
 constexpr int kProducerRegs = 40, kMathRegs = 232;
 static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
 
-// Byte offset of 16-byte chunk c (0..71) of row r in a 64-row tile / in Q: block c / 8, swizzled chunk in the row.
-MJ_DEVICE unsigned tile_off(int r, int c) { return (unsigned)((c >> 3) * kBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
-MJ_DEVICE unsigned q_off(int r, int c) { return (unsigned)((c >> 3) * kQBlk + r * 128 + (((c & 7) ^ (r & 7)) << 4)); }
+// Byte offset of 16-byte chunk c (0..71) of row r in a 64-key tile (sparse_mqa/sm90_tile.cuh).
+MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
 // Head (accumulator column) of a thread's column j: 8 (j / 2) + 2 q4 + j % 2; its two rows' accumulator indices.
 MJ_DEVICE int col_of(int j, int q4) { return 8 * (j >> 1) + 2 * q4 + (j & 1); }
 MJ_DEVICE constexpr int acc0(int j) { return 4 * (j >> 1) + (j & 1); }
@@ -107,22 +107,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     const int nh = p.num_heads;
     unsigned long long* full = (unsigned long long*)(smem + kOffBar);
     unsigned long long* empty = full + kS;
-    unsigned* s_keep = (unsigned*)(smem + kOffSet);
-    unsigned short* s_pref = (unsigned short*)(smem + kOffSet + mj_idx::kWords * 4);
-    int* s_nvalid = (int*)(smem + kOffSet + mj_idx::kWords * 6);
+    const mj_idx::SetView ks = mj_idx::set_view(smem + kOffSet);
     if (tid == 0 && (mj90::smem_u32(smem) & 1023u) != 0u) __trap();  // the 128-byte swizzle needs 1 KiB alignment
 
     // Q first (math threads): its latency hides behind the index set build. Heads past num_heads load zeros.
-    if (tid < 256) {
-        const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
-        for (int i = tid; i < kH * 72; i += 256) {
-            const int row = i / 72, c = i - row * 72;
-            const bool ok = head0 + row < nh;
-            const unsigned char* src = ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
-            mj90::cp_async_16(smem + kOffQ + q_off(row, c), src, ok);
-        }
-        mj90::cp_async_commit();
-    }
+    if (tid < 256) mj_tile90::load_q<kH, 256>(p, tok, head0, smem + kOffQ, tid);
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
             mj90::mbar_init(&full[s], 128);   // one cp.async-completion arrival per producer thread
@@ -132,8 +121,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
     const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
     const int width = p.topk;
-    mj_idx::build_set<kThreads>(p, rq, irow, width, s_keep, s_pref, s_nvalid, (unsigned long long*)(smem + kOffK));
-    const int nvalid = *s_nvalid;
+    mj_idx::build_set<kThreads>(p, rq, irow, width, ks.keep, ks.pref, ks.nvalid, (unsigned long long*)(smem + kOffK));
+    const int nvalid = *ks.nvalid;
     const int nwords = (width + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;
 
@@ -146,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             const int slot = t % kS;
             const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
             const unsigned char* mine =
-                c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(s_keep, s_pref, nwords, c)]) : nullptr;
+                c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
 #pragma unroll 4
