@@ -41,6 +41,11 @@
                              // named barrier of the epilogue, whose stores and loads it orders; testing which form it follows)
 #define MJ_MQA90T_EPI_SYNC0 0
 #endif
+#ifndef MJ_MQA90T_PIN  // 1: O^T's rescale is pinned before the wgmma fence (development switch, not measured yet). Without
+                       // it the compiler sinks the multiplications past the fence and ptxas injects a warpgroup.arrive
+                       // before each of the 8 column blocks' first wgmma (C7519 in the -v log), 8 fences a tile, not 1.
+#define MJ_MQA90T_PIN 0
+#endif
 #ifndef MJ_MQA90T_DEV_SKIP  // 1: no wgmma (timing of the gather and barriers only; results are wrong); 3: no
                             // gather (timing of the math on whatever the ring holds)
 #define MJ_MQA90T_DEV_SKIP 0
@@ -250,6 +255,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             }
         mj90::fence_proxy_async();  // P^T (ordinary stores) is read by wgmma
         mj90::named_bar_sync_unaligned(1 + wg, 128);
+        if constexpr (MJ_MQA90T_PIN) {  // the rescaled O^T registers written before the fence below
+#pragma unroll
+            for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+                for (int i = 0; i < kAcc; ++i) mj90::reg_fence(ot[jb][i]);
+        }
         // O^T [512 x kH] += V^T P^T: 8 blocks of 64 latent columns x 4 k-steps of 16 keys.
         mj90::wgmma_fence();
 #pragma unroll
