@@ -62,7 +62,7 @@ double compile_cost_hint(const KernelSpec& s) {
     // families on other archs are assumed to cost what they cost on sm_90a (mha_fwd: not measured).
     switch (s.family) {
         case Family::sparse_mqa_fwd_sm90: return s.p[5] ? 1.20 : 1.19;  // KV_FP8
-        case Family::sparse_mqa_fwd_sm90t: return 0.8;                  // not measured: a smaller kernel than sm90's
+        case Family::sparse_mqa_fwd_sm90t: return 0.74;                 // mlajit-warmup's own figure, 2026-12-05
         case Family::mha_fwd_sm90: return s.p[3] ? 0.75 : 0.61;         // MASKED
         case Family::sparse_mqa_fwd: return s.p[6] ? 0.72 : 0.62;       // KV_FP8
         case Family::mha_fwd: return 0.6;

@@ -211,6 +211,11 @@ TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache
         CHECK(p.smem == (heads <= 16 ? mj_mqa90t_smem_bytes(16, 64, 2) : mj_mqa90_smem_bytes()));
         CHECK(p.smem <= 232448);
     }
+    // The FP8 cache at 16 heads: the portable FP8 tile (the keys-as-M kernel reads bf16 only); above 16 the 64-head one.
+    const KernelSpec fp8_16 = sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, true), true);
+    CHECK(fp8_16.family == Family::sparse_mqa_fwd);
+    CHECK(fp8_16.p[6] == 1);
+    CHECK(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 32, true), true).family == Family::sparse_mqa_fwd_sm90);
     // The same 16 heads elsewhere: the portable 16 x 32 tile on sm_80, and on sm_90a with MLAJIT_TIER=portable.
     CHECK(plan_sparse_mqa(Arch::parse("sm_80"), good_mqa()).spec.family == Family::sparse_mqa_fwd);
     setenv("MLAJIT_TIER", "portable", 1);
