@@ -36,11 +36,6 @@
 #endif
 #include "sparse_mqa/sm90_tile.cuh"
 
-#ifndef MJ_MQA90T_EPI_SYNC0  // 1: the producer warps wait at the end and the epilogue's two barriers are __syncthreads
-                             // (development switch: compute-sanitizer racecheck reports hazards across the 256-thread
-                             // named barrier of the epilogue, whose stores and loads it orders; testing which form it follows)
-#define MJ_MQA90T_EPI_SYNC0 0
-#endif
 #ifndef MJ_MQA90T_PIN  // 1: O^T's rescale is pinned before the wgmma fence (development switch, not measured yet). Without
                        // it the compiler sinks the multiplications past the fence and ptxas injects a warpgroup.arrive
                        // before each of the 8 column blocks' first wgmma (C7519 in the -v log), 8 fences a tile, not 1.
@@ -157,10 +152,6 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             mj90::cp_async_mbar_arrive_noinc(&full[slot]);
         }
         mj90::cp_async_wait<0>();
-        if constexpr (MJ_MQA90T_EPI_SYNC0) {
-            __syncthreads();
-            __syncthreads();
-        }
         return;
     }
 
@@ -275,10 +266,6 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     }
 
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
-    auto epi_sync = [] {
-        if constexpr (MJ_MQA90T_EPI_SYNC0) __syncthreads();
-        else mj90::named_bar_sync_unaligned(kBarEnd, 256);
-    };
     float* e_l = (float*)(smem + kOffE);  // [2][4][kH]
     float* e_m = e_l + 8 * kH;            // [2][kH]
 #pragma unroll
@@ -292,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             if (wl == 0) e_m[wg * kH + col_of(j, q4)] = m[j];
         }
     }
-    epi_sync();  // also: every wgmma read of the ring is done
+    mj90::named_bar_sync_unaligned(kBarEnd, 256);  // also: every wgmma read of the ring is done
     float sc[kCols], Lt[kCols], mt[kCols];
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
@@ -329,7 +316,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head] = L > 0.f ? mm * p.sm_scale : MJ_NEG_INF;
         }
     }
-    epi_sync();
+    // compute-sanitizer racecheck reports the stores above against the loads below as hazards, also when both barriers
+    // were __syncthreads (session 20, docs/RELIABILITY.md); the barrier orders them.
+    mj90::named_bar_sync_unaligned(kBarEnd, 256);
     // O = the two warpgroups' parts added, bf16, 16-byte stores (a thread: 8 columns of one head).
     const float* w0 = (const float*)(smem + kOffK);
     const float* w1 = w0 + kH * kWRow;

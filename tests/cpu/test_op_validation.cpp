@@ -44,6 +44,15 @@ mlajit_mha_args good_mha() {
     return a;
 }
 
+// The same call at another head count: q, out, lse and max_logits reshaped, their token strides with them.
+mlajit_sparse_mqa_args with_heads(mlajit_sparse_mqa_args a, int heads) {
+    a.q.shape[1] = a.out.shape[1] = a.lse.shape[1] = a.max_logits.shape[1] = heads;
+    a.q.stride[0] = heads * 576;
+    a.out.stride[0] = heads * 512;
+    a.lse.stride[0] = a.max_logits.stride[0] = heads;
+    return a;
+}
+
 mlajit_sparse_mqa_args good_mqa() {
     mlajit_sparse_mqa_args a = MLAJIT_ARGS_INIT(mlajit_sparse_mqa_args);
     a.q = t(fake(1), MLAJIT_BF16, {300, 16, 576});
@@ -191,13 +200,6 @@ TEST_CASE("validation: sparse MQA") {
 }
 
 TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache format") {
-    auto with_heads = [](mlajit_sparse_mqa_args a, int heads) {
-        a.q.shape[1] = a.out.shape[1] = a.lse.shape[1] = a.max_logits.shape[1] = heads;
-        a.q.stride[0] = heads * 576;
-        a.out.stride[0] = heads * 512;
-        a.lse.stride[0] = a.max_logits.stride[0] = heads;
-        return a;
-    };
     // sm_90a, bf16: up to 16 heads the keys-as-M Hopper kernel (16 heads a block, nothing padded to 64), above it the
     // 64-head one; both 3 warpgroups, their shared memory within sm_90's 232,448 bytes.
     for (int heads : {1, 7, 16, 17, 32, 64, 100, 128}) {
@@ -346,12 +348,7 @@ TEST_CASE("validation: sparse MQA over the FP8 latent cache") {
     }
     for (int heads : {1, 16, 32, 64, 128}) {  // every head count plans, on both tiers' archs
         for (const char* arch : {"sm_80", "sm_90a"}) {
-            auto b = a;
-            b.q.shape[1] = b.out.shape[1] = b.lse.shape[1] = b.max_logits.shape[1] = heads;
-            b.q.stride[0] = heads * 576;
-            b.out.stride[0] = heads * 512;
-            b.lse.stride[0] = b.max_logits.stride[0] = heads;
-            auto p = plan_sparse_mqa(Arch::parse(arch), b);
+            auto p = plan_sparse_mqa(Arch::parse(arch), with_heads(a, heads));
             CAPTURE(spec_name(p.spec));
             CHECK(p.smem <= (Arch::parse(arch).sm >= 90 ? 232448 : 166912));
         }

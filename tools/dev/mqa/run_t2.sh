@@ -3,7 +3,8 @@
 # keys-as-M kernel as shipped (h16sm90t) and with its epilogue synchronized by __syncthreads (h16sm90tb0), and the
 # check cases on the latter; (2) the library built with its GPU tests, and the sparse MQA tests that cover the runtime's
 # pick at 16 heads (heads 1..128, the contract cases, NaN / inf containment, sparse = masked MHA). Prebuilt harness:
-# CFG_FILE=configs_t1.h BUILD=build_t1 bash build.sh; carry ["tools/dev/mqa/build_t1", ".devdeps"].
+# CFG_FILE=configs_t1.h BUILD=build_t1 bash build.sh; carry ["tools/dev/mqa/build_t1", ".devdeps"]. The tb0 config and its
+# switch were removed after this call (its answer is in docs/RELIABILITY.md): rerunning needs them back from git.
 #   run: OUT=$OUT bash tools/dev/mqa/run_t2.sh      (about 3 minutes)
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT
