@@ -215,6 +215,13 @@ static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages) 
     return 9 * block_h * 128 + stages * 9 * block_n * 128 + 16 * block_h * 4 + 10 * block_h * 4 + stages * 2 * 8 +
            mj_mqa_index_set_bytes;
 }
+// The same kernel on the FP8 cache (sparse_mqa/sm90_t_fp8.cuh): Q [block_h x 576] (q_nope f16), STAGES slots of BLOCK_N
+// rows as stored (656 bytes a key: k_pe block, codes, scales), the tile maxima exchange ([2][2][4][block_h + 4] fp32), the
+// epilogue's row sums and maxima, the per-head q_nope factors ([block_h] fp32), the mbarriers and the key set.
+static constexpr int mj_mqa90t8_smem_bytes(int block_h, int block_n, int stages) {
+    return 9 * block_h * 128 + stages * block_n * 656 + 16 * (block_h + 4) * 4 + 10 * block_h * 4 + block_h * 4 + stages * 2 * 8 +
+           mj_mqa_index_set_bytes;
+}
 // Mask build: MJ_ROWS_PER_BLOCK query rows per block.
 static constexpr int mj_mask_threads() { return 256; }
 

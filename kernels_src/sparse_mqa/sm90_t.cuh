@@ -9,9 +9,10 @@
 // MN-major (A of O^T: V^T, the first eight 64-column blocks of the same tile); Q [H x 576] and P^T [H x 64]
 // are the B operands.
 //
-// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache. grid = (tokens, ceil(h / BLOCK_H)),
+// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16 and
+// 2 to 5 stages, mj_mqa90t8_smem_bytes (sparse_mqa/sm90_t_fp8.cuh). grid = (tokens, ceil(h / BLOCK_H)),
 // mj_mqa90_threads() threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2) bytes of shared memory. The runtime launches it at
-// <= 16 heads; at 32 it ties with the 64-head kernel (docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
+// <= 16 heads on the bf16 cache; at 32 it ties with the 64-head kernel (docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
 //
 // Design (one block = one query token x BLOCK_H heads):
 //  * Warpgroup 2 gathers the 64-key tiles of the compacted key set into a 2-slot ring with cp.async, as the
@@ -42,9 +43,10 @@
 #define MJ_MQA90T_PIN 0
 #endif
 #ifndef MJ_MQA90T_DEV_SKIP  // 1: no wgmma (timing of the gather and barriers only; results are wrong); 3: no
-                            // gather (timing of the math on whatever the ring holds)
+                            // gather (timing of the math on whatever the ring holds); 4: the producer's gather alone
 #define MJ_MQA90T_DEV_SKIP 0
 #endif
+#include "sparse_mqa/sm90_t_fp8.cuh"  // the body on the FP8 cache (MJ_KV_FP8)
 
 namespace mj_mqa90t {
 
@@ -55,9 +57,8 @@ static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized 
 // 64-key tiles in 2 slots. Tried and dropped (H100, 8k, paged): 56 keys in 3 slots at 16 heads (5.13 against 4.53 ms)
 // and 48 in 3 at 32 (5.91 against 5.06); a short tile is read as wgmma's 64 rows, and the rows past it (P^T at the
 // end of the tile) carried a NaN of one head's P into every head's O (the GPU suite's containment test).
-static_assert((kH == 16 || kH == 32) && kN == 64 && kS == 2, "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
+static_assert((kH == 16 || kH == 32) && kN == 64 && (kS == 2 || MJ_KV_FP8), "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
-static_assert(MJ_KV_FP8 == 0, "sparse MQA sm90 (keys as M): bf16 cache only");
 constexpr int kThreads = mj_mqa90_threads();
 constexpr int kBlk = kN * 128;    // one 64-column block of a 64-key tile, bytes
 constexpr int kTileBytes = 9 * kBlk;
@@ -73,7 +74,7 @@ constexpr int kOffBar = kOffE + 10 * kH * 4;         // mbarriers full[kS], empt
 constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
 constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
 static_assert(kSmem == mj_mqa90t_smem_bytes(kH, kN, kS), "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
-static_assert(kSmem <= 232448, "sparse MQA sm90t: over the per-block shared memory of sm_90");
+static_assert(kSmem <= 232448 || MJ_KV_FP8, "sparse MQA sm90t: over the per-block shared memory of sm_90");
 static_assert(kOffK % 1024 == 0 && kOffBar % 8 == 0, "swizzled tiles need 1 KiB alignment, mbarriers 8 bytes");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
@@ -99,6 +100,10 @@ MJ_DEVICE void mma(float (&d)[kAcc], unsigned long long a, unsigned long long b)
 }  // namespace mj_mqa90t
 
 extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_sparse_mqa_fwd_sm90t(const SparseMqaFwdParams p) {
+    if constexpr (MJ_KV_FP8 != 0) {  // the FP8 cache: its own body and layout (sparse_mqa/sm90_t_fp8.cuh)
+        mj_mqa90t8::run<MJ_KV_FP8>(p);
+        return;
+    }
     using namespace mj_mqa90t;
     extern __shared__ __align__(1024) unsigned char smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -185,6 +190,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         const unsigned slot_a = mj90::smem_u32(smem + kOffK) + slot * kTileBytes;
         unsigned char* pt = smem + kOffK + slot * kTileBytes + 8 * kBlk;  // P^T [kH][64 keys] in the slot's rope block
         mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
+        if constexpr (MJ_MQA90T_DEV_SKIP == 4) {  // the producer's gather alone: tiles released as they land
+            mj90::mbar_arrive(&empty[slot]);
+            continue;
+        }
         mj90::fence_proxy_async();
         // S^T [64 keys x kH] = K Q^T: 36 k-steps of 16 columns.
         float s[kAcc];

@@ -80,7 +80,9 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // 4.96 for the 64-head kernel and 5.33 for the portable 16 x 32 tile (H100, 8k, topk 2048, paged;
     // docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
     // FP8 cache at <= 16 heads: the portable FP8 16 x 32 tile, 7.43 ms against the 64-head FP8 kernel's 8.29 (H200,
-    // 8k, paged; the keys-as-M kernel reads bf16 only).
+    // 8k, paged). The keys-as-M kernel's FP8 body (sparse_mqa/sm90_t_fp8.cuh) measured 6.07-6.25 ms against the portable
+    // tile's 7.30 (H100, same shape) but folds the scales into fp32 sums instead of rounding e4m3 * scale to bf16 (the
+    // contract, mlajit.h): max_logits off by up to 7e-3; not picked (docs/PERF.md, "Keys as M on the FP8 cache").
     if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
         if (!kv_fp8 && num_heads <= 16) return kMqaHopperTile16;
         if (num_heads > 16) return kMqaHopperTile;
@@ -220,7 +222,8 @@ int mha_threads(const KernelSpec& s) {
 }
 int mqa_smem_bytes(const KernelSpec& s) {
     if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
-    if (s.family == Family::sparse_mqa_fwd_sm90t) return mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2]);
+    if (s.family == Family::sparse_mqa_fwd_sm90t)  // KV_FP8: the rows as stored
+        return s.p[5] ? mj_mqa90t8_smem_bytes(s.p[0], s.p[1], s.p[2]) : mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2]);
     if (s.p[6] != 0) return mj_mqa_smem_bytes_fp8(s.p[0], s.p[1], s.p[3]);  // KV_FP8
     return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
 }

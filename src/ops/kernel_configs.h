@@ -28,7 +28,8 @@ struct MqaTile {
 
 // The Hopper tier's sparse MQA kernels (3 warpgroups, 64-key tiles, 2 stages), marked by this warp count in an
 // MqaTile: 64 heads selects family sparse_mqa_fwd_sm90 (heads as wgmma's M), 16 (and 32) heads family
-// sparse_mqa_fwd_sm90t (keys as wgmma's M: the heads are not padded to 64; bf16 cache only).
+// sparse_mqa_fwd_sm90t (keys as wgmma's M: the heads are not padded to 64; the runtime picks it on the bf16 cache only,
+// its FP8 body is a development kernel, docs/PERF.md "Keys as M on the FP8 cache").
 inline constexpr int kMqaHopperWarps = 12;
 inline constexpr MqaTile kMqaHopperTile{64, 64, kMqaHopperWarps, 2};
 inline constexpr MqaTile kMqaHopperTile16{16, 64, kMqaHopperWarps, 2};
