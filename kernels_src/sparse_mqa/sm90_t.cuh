@@ -36,6 +36,7 @@
 #include "sm90.cuh"
 #endif
 #include "sparse_mqa/sm90_tile.cuh"
+#include "sparse_mqa/sm90_t_epilogue.cuh"
 
 #ifndef MJ_MQA90T_PIN  // 1: O^T's rescale is pinned before the wgmma fence (development switch, not measured yet). Without
                        // it the compiler sinks the multiplications past the fence and ptxas injects a warpgroup.arrive
@@ -45,6 +46,9 @@
 #ifndef MJ_MQA90T_DEV_SKIP  // 1: no wgmma (timing of the gather and barriers only; results are wrong); 3: no
                             // gather (timing of the math on whatever the ring holds); 4: the producer's gather alone
 #define MJ_MQA90T_DEV_SKIP 0
+#endif
+#ifndef MJ_MQA90T_BULK  // 1 (timing only, with DEV_SKIP 4): each 1152-byte row by one cp.async.bulk into a linear slot
+#define MJ_MQA90T_BULK 0
 #endif
 #include "sparse_mqa/sm90_t_fp8.cuh"  // the body on the FP8 cache (MJ_KV_FP8)
 
@@ -85,10 +89,10 @@ static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget")
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a 64-key tile (sparse_mqa/sm90_tile.cuh).
 MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
-// Head (accumulator column) of a thread's column j: 8 (j / 2) + 2 q4 + j % 2; its two rows' accumulator indices.
-MJ_DEVICE int col_of(int j, int q4) { return 8 * (j >> 1) + 2 * q4 + (j & 1); }
-MJ_DEVICE constexpr int acc0(int j) { return 4 * (j >> 1) + (j & 1); }
-MJ_DEVICE constexpr int acc1(int j) { return 4 * (j >> 1) + 2 + (j & 1); }
+// A thread's accumulator columns (heads) and rows: sparse_mqa/sm90_t_epilogue.cuh.
+using mj_mqa90t_epi::acc0;
+using mj_mqa90t_epi::acc1;
+using mj_mqa90t_epi::col_of;
 
 template <int TA>
 MJ_DEVICE void mma(float (&d)[kAcc], unsigned long long a, unsigned long long b) {
@@ -109,7 +113,6 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int tok = mj_idx::token_of_block(p, (int)blockIdx.x, (int)gridDim.x);
     const int head0 = blockIdx.y * kH;
-    const int nh = p.num_heads;
     unsigned long long* full = (unsigned long long*)(smem + kOffBar);
     unsigned long long* empty = full + kS;
     const mj_idx::SetView ks = mj_idx::set_view(smem + kOffSet);
@@ -119,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     if (tid < 256) mj_tile90::load_q<kH, 256>(p, tok, head0, smem + kOffQ, tid);
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            mj90::mbar_init(&full[s], 128);   // one cp.async-completion arrival per producer thread
+            mj90::mbar_init(&full[s], MJ_MQA90T_BULK ? 4 : 128);  // one cp.async-completion arrival per producer thread
             mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
     }
@@ -143,6 +146,15 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
                 c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
+            if constexpr (MJ_MQA90T_BULK) {  // timing form: linear rows, one cp.async.bulk each (see the switch)
+                static_assert(!MJ_MQA90T_BULK || MJ_MQA90T_DEV_SKIP == 4, "the bulk-copy producer is a gather-timing form");
+                const bool mine_ok = lane < kR && mine != nullptr;
+                const unsigned vb = __ballot_sync(0xffffffffu, mine_ok);
+                if (lane == 0) mj90::mbar_arrive_expect_tx(&full[slot], (unsigned)__popc(vb) * 1152u);
+                __syncwarp();
+                if (mine_ok) mj_mqa90t8::bulk_g2s(tile + (pw * kR + lane) * 1152, mine, 1152u, &full[slot]);
+                continue;
+            }
 #pragma unroll 4
             for (int i = 0; i < kR; ++i) {
                 const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
@@ -275,35 +287,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     }
 
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
-    float* e_l = (float*)(smem + kOffE);  // [2][4][kH]
-    float* e_m = e_l + 8 * kH;            // [2][kH]
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-        float x = l[j];
-        x += __shfl_xor_sync(0xffffffffu, x, 4);
-        x += __shfl_xor_sync(0xffffffffu, x, 8);
-        x += __shfl_xor_sync(0xffffffffu, x, 16);
-        if (lane < 4) {
-            e_l[(wg * 4 + wl) * kH + col_of(j, q4)] = x;
-            if (wl == 0) e_m[wg * kH + col_of(j, q4)] = m[j];
-        }
-    }
-    mj90::named_bar_sync_unaligned(kBarEnd, 256);  // also: every wgmma read of the ring is done
     float sc[kCols], Lt[kCols], mt[kCols];
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-        const int c = col_of(j, q4);
-        const float ma = e_m[c], mb = e_m[kH + c], mm = fmaxf(ma, mb);
-        const float fa = ma == MJ_NEG_INF ? 0.f : mj_exp2(__fmul_rn(ma, sl2) - __fmul_rn(mm, sl2));
-        const float fb = mb == MJ_NEG_INF ? 0.f : mj_exp2(__fmul_rn(mb, sl2) - __fmul_rn(mm, sl2));
-        const float la = e_l[c] + e_l[kH + c] + e_l[2 * kH + c] + e_l[3 * kH + c];
-        const float lb = e_l[4 * kH + c] + e_l[5 * kH + c] + e_l[6 * kH + c] + e_l[7 * kH + c];
-        const float L = la * fa + lb * fb;
-        const float inv = L > 0.f ? 1.f / L : 0.f;
-        sc[j] = (wg ? fb : fa) * inv;
-        Lt[j] = L;
-        mt[j] = mm;
-    }
+    mj_mqa90t_epi::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
     // Each warpgroup's scaled O^T into the ring as fp32 [kH][kWRow] (padded rows: the column-wise stores of the
     // fragments hit distinct banks), then both added by all 256 threads with 16-byte output stores.
     float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
@@ -315,31 +300,5 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             w[c * kWRow + r] = ot[jb][acc0(j)] * sc[j];
             w[c * kWRow + r + 8] = ot[jb][acc1(j)] * sc[j];
         }
-    if (wg == 0 && wl == 0 && lane < 4) {
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            const int head = head0 + col_of(j, q4);
-            if (head >= nh) continue;
-            const float L = Lt[j], mm = mt[j];
-            p.lse[(mj_i64)tok * p.lse_stride_tok + head] = L > 0.f ? (mj_log2(L) + mm * sl2) * MJ_LN2 : MJ_NEG_INF;
-            if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head] = L > 0.f ? mm * p.sm_scale : MJ_NEG_INF;
-        }
-    }
-    // compute-sanitizer racecheck reports the stores above against the loads below as hazards, also when both barriers
-    // were __syncthreads (session 20, docs/RELIABILITY.md); the barrier orders them.
-    mj90::named_bar_sync_unaligned(kBarEnd, 256);
-    // O = the two warpgroups' parts added, bf16, 16-byte stores (a thread: 8 columns of one head).
-    const float* w0 = (const float*)(smem + kOffK);
-    const float* w1 = w0 + kH * kWRow;
-    unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
-    for (int i = tid; i < kH * 64; i += 256) {
-        const int hh = i >> 6, c8 = (i & 63) * 8;
-        if (head0 + hh >= nh) continue;
-        mj_u32 v[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-            v[k] = mj_pack_bf16x2(w0[hh * kWRow + c8 + 2 * k] + w1[hh * kWRow + c8 + 2 * k],
-                                  w0[hh * kWRow + c8 + 2 * k + 1] + w1[hh * kWRow + c8 + 2 * k + 1]);
-        mj_st_global_v4(otok + ((mj_i64)(head0 + hh) * p.o_stride_head + c8) * 2, v);
-    }
+    mj_mqa90t_epi::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
 }

@@ -31,6 +31,7 @@
 //    in the cache's column order.
 #pragma once
 #include "sparse_mqa/fp8.cuh"
+#include "sparse_mqa/sm90_t_epilogue.cuh"
 
 #ifndef MJ_MQA90T8_INT  // 1: codes to f16 by integer operations (2^-8 times the value; NaN codes read as finite values, so a
                         // development switch only) instead of cvt.rn.f16x2.e4m3x2
@@ -44,9 +45,11 @@
 
 namespace mj_mqa90t8 {
 
-constexpr int kH = MJ_BLOCK_H;
-constexpr int kN = MJ_BLOCK_N;
-constexpr int kS = MJ_STAGES;
+// A bf16 specialization of the family (any BLOCK_H) also compiles this body, never calling it: it then sees the FP8 form's own
+// shape, so that its checks and wgmma shapes hold (C++ checks what does not depend on the template parameter).
+constexpr int kH = MJ_KV_FP8 ? MJ_BLOCK_H : 16;
+constexpr int kN = MJ_KV_FP8 ? MJ_BLOCK_N : 64;
+constexpr int kS = MJ_KV_FP8 ? MJ_STAGES : 4;
 constexpr int kAcc = kH / 2, kCols = kH / 4;
 constexpr int kQBlk = kH * 128;
 constexpr int kRope = 64 * 128;    // k_pe [64][128 bytes], 128-byte swizzle; after S^T: P_b^T, b = 0..3, [kH][64] f16 each
@@ -126,9 +129,9 @@ MJ_DEVICE void bulk_g2s(void* dst, const void* src, unsigned bytes, unsigned lon
                  : "memory");
 }
 
-MJ_DEVICE int col_of(int j, int q4) { return 8 * (j >> 1) + 2 * q4 + (j & 1); }
-MJ_DEVICE constexpr int acc0(int j) { return 4 * (j >> 1) + (j & 1); }
-MJ_DEVICE constexpr int acc1(int j) { return 4 * (j >> 1) + 2 + (j & 1); }
+using mj_mqa90t_epi::acc0;
+using mj_mqa90t_epi::acc1;
+using mj_mqa90t_epi::col_of;
 
 // q_nope of head `hq` (thread part 0..15 of 16: columns 32 part .. 32 part + 31) into Q's f16 blocks, scaled by the
 // head's 2^k (the 16 lanes of a head reduce its maximum); part 0 stores 2^-k * kUnit at qk[hq]. Heads past num_heads: zeros.
@@ -453,35 +456,8 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
         }
 
         // ---- epilogue: merge the two warpgroups' softmaxes (as the bf16 body), O in the cache's column order ----
-        float* e_l = (float*)(smem + kOffE);
-        float* e_m = e_l + 8 * kH;
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            float x = l[j];
-            x += __shfl_xor_sync(0xffffffffu, x, 4);
-            x += __shfl_xor_sync(0xffffffffu, x, 8);
-            x += __shfl_xor_sync(0xffffffffu, x, 16);
-            if (lane < 4) {
-                e_l[(wg * 4 + wl) * kH + col_of(j, q4)] = x;
-                if (wl == 0) e_m[wg * kH + col_of(j, q4)] = m[j];
-            }
-        }
-        mj90::named_bar_sync_unaligned(kBarEnd, 256);
         float sc[kCols], Lt[kCols], mt[kCols];
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            const int c = col_of(j, q4);
-            const float ma = e_m[c], mb = e_m[kH + c], mm = fmaxf(ma, mb);
-            const float fa = ma == MJ_NEG_INF ? 0.f : mj_exp2(__fmul_rn(ma, sl2) - __fmul_rn(mm, sl2));
-            const float fbb = mb == MJ_NEG_INF ? 0.f : mj_exp2(__fmul_rn(mb, sl2) - __fmul_rn(mm, sl2));
-            const float la = e_l[c] + e_l[kH + c] + e_l[2 * kH + c] + e_l[3 * kH + c];
-            const float lb = e_l[4 * kH + c] + e_l[5 * kH + c] + e_l[6 * kH + c] + e_l[7 * kH + c];
-            const float L = la * fa + lb * fbb;
-            const float inv = L > 0.f ? 1.f / L : 0.f;
-            sc[j] = (wg ? fbb : fa) * inv;
-            Lt[j] = L;
-            mt[j] = mm;
-        }
+        mj_mqa90t_epi::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
         float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
 #pragma unroll
         for (int jb = 0; jb < 8; ++jb) {
@@ -494,30 +470,7 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
                 w[c * kWRow + d0 + 1] = ot[jb][acc1(j)] * eu * sc[j];
             }
         }
-        if (wg == 0 && wl == 0 && lane < 4) {
-#pragma unroll
-            for (int j = 0; j < kCols; ++j) {
-                const int head = head0 + col_of(j, q4);
-                if (head >= nh) continue;
-                const float L = Lt[j], mm = mt[j];
-                p.lse[(mj_i64)tok * p.lse_stride_tok + head] = L > 0.f ? (mj_log2(L) + mm * sl2) * MJ_LN2 : MJ_NEG_INF;
-                if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head] = L > 0.f ? mm * p.sm_scale : MJ_NEG_INF;
-            }
-        }
-        mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        const float* w0 = (const float*)(smem + kOffK);
-        const float* w1 = w0 + kH * kWRow;
-        unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
-        for (int i = tid; i < kH * 64; i += 256) {
-            const int hh = i >> 6, c8 = (i & 63) * 8;
-            if (head0 + hh >= nh) continue;
-            mj_u32 v[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-                v[k] = mj_pack_bf16x2(w0[hh * kWRow + c8 + 2 * k] + w1[hh * kWRow + c8 + 2 * k],
-                                      w0[hh * kWRow + c8 + 2 * k + 1] + w1[hh * kWRow + c8 + 2 * k + 1]);
-            mj_st_global_v4(otok + ((mj_i64)(head0 + hh) * p.o_stride_head + c8) * 2, v);
-        }
+        mj_mqa90t_epi::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
     }
 }
 
