@@ -217,6 +217,13 @@ MJ_DEVICE void cluster_sync() {
 MJ_DEVICE void cp_async_16_addr(unsigned saddr, const void* gmem, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
+// Global -> shared bulk copy (TMA engine, no tensor map) of `bytes` (a multiple of 16, both addresses 16-byte aligned),
+// completing as transaction bytes on `bar`.
+MJ_DEVICE void bulk_copy_g2s(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
 MJ_DEVICE bool mbar_test(unsigned long long* bar, unsigned phase) {
     unsigned ok;
     asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"

@@ -201,4 +201,11 @@ MJ_DEVICE int kept_position(const unsigned* keep, const unsigned short* pref, in
     return lo * 32 + (int)bit;
 }
 
+// The latent row of the set's c-th key (index row irow, nwords words of the set), or nullptr past the set (c >= nvalid):
+// what a Hopper producer lane copies (or zero-fills) for tile row c.
+MJ_DEVICE const unsigned char* set_row(const SparseMqaFwdParams& p, const Request& rq, const int* irow, const SetView& ks, int nwords,
+                                       int nvalid, int c) {
+    return c < nvalid ? kv_row(p, rq, irow[kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
+}
+
 }  // namespace mj_idx

@@ -586,7 +586,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const int npairs = (ntiles + 1) >> 1;
         auto row_of = [&](int t) -> const unsigned char* {
             const int c = t * kN + pw * 16 + (lane & 15);
-            return c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
+            return mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
         };
         auto copy_half = [&](int slot, const unsigned char* mine, bool hi, unsigned long long* bar) {
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
@@ -638,12 +638,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
             const int c = t * kN + rbase + (lane % kRows);  // the other lanes repeat lanes 0..kRows-1's rows
-            const unsigned char* mine =
-                c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
+            const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
             const unsigned char* mine_rope = nullptr;  // pair mode: row 16 pw + lane % 16
             if constexpr (kPair) {
                 const int cr = t * kN + pw * 16 + (lane & 15);
-                mine_rope = cr < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, cr)]) : nullptr;
+                mine_rope = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, cr);
             }
             if (t >= kS) {
                 if constexpr (kPair) mj90::mbar_wait_cluster(&empty[slot], (unsigned)((t / kS - 1) & 1));

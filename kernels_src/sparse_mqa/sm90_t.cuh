@@ -36,7 +36,7 @@
 #include "sm90.cuh"
 #endif
 #include "sparse_mqa/sm90_tile.cuh"
-#include "sparse_mqa/sm90_t_epilogue.cuh"
+#include "sparse_mqa/sm90_t_common.cuh"
 
 #ifndef MJ_MQA90T_PIN  // 1: O^T's rescale is pinned before the wgmma fence (development switch, not measured yet). Without
                        // it the compiler sinks the multiplications past the fence and ptxas injects a warpgroup.arrive
@@ -89,10 +89,10 @@ static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget")
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a 64-key tile (sparse_mqa/sm90_tile.cuh).
 MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
-// A thread's accumulator columns (heads) and rows: sparse_mqa/sm90_t_epilogue.cuh.
-using mj_mqa90t_epi::acc0;
-using mj_mqa90t_epi::acc1;
-using mj_mqa90t_epi::col_of;
+// A thread's accumulator columns (heads) and rows: sparse_mqa/sm90_t_common.cuh.
+using mj_mqa90t_common::acc0;
+using mj_mqa90t_common::acc1;
+using mj_mqa90t_common::col_of;
 
 template <int TA>
 MJ_DEVICE void mma(float (&d)[kAcc], unsigned long long a, unsigned long long b) {
@@ -142,17 +142,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
             const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
-            const unsigned char* mine =
-                c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
+            const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
             if constexpr (MJ_MQA90T_BULK) {  // timing form: linear rows, one cp.async.bulk each (see the switch)
                 static_assert(!MJ_MQA90T_BULK || MJ_MQA90T_DEV_SKIP == 4, "the bulk-copy producer is a gather-timing form");
-                const bool mine_ok = lane < kR && mine != nullptr;
-                const unsigned vb = __ballot_sync(0xffffffffu, mine_ok);
-                if (lane == 0) mj90::mbar_arrive_expect_tx(&full[slot], (unsigned)__popc(vb) * 1152u);
-                __syncwarp();
-                if (mine_ok) mj_mqa90t8::bulk_g2s(tile + (pw * kR + lane) * 1152, mine, 1152u, &full[slot]);
+                mj_mqa90t_common::bulk_rows<kR, 1152u>(tile + pw * kR * 1152, mine, lane, &full[slot]);
                 continue;
             }
 #pragma unroll 4
@@ -288,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
 
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
     float sc[kCols], Lt[kCols], mt[kCols];
-    mj_mqa90t_epi::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
+    mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
     // Each warpgroup's scaled O^T into the ring as fp32 [kH][kWRow] (padded rows: the column-wise stores of the
     // fragments hit distinct banks), then both added by all 256 threads with 16-byte output stores.
     float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
@@ -300,5 +295,5 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             w[c * kWRow + r] = ot[jb][acc0(j)] * sc[j];
             w[c * kWRow + r + 8] = ot[jb][acc1(j)] * sc[j];
         }
-    mj_mqa90t_epi::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
+    mj_mqa90t_common::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
 }

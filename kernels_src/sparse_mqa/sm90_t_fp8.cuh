@@ -31,7 +31,7 @@
 //    in the cache's column order.
 #pragma once
 #include "sparse_mqa/fp8.cuh"
-#include "sparse_mqa/sm90_t_epilogue.cuh"
+#include "sparse_mqa/sm90_t_common.cuh"
 
 #ifndef MJ_MQA90T8_INT  // 1: codes to f16 by integer operations (2^-8 times the value; NaN codes read as finite values, so a
                         // development switch only) instead of cvt.rn.f16x2.e4m3x2
@@ -123,15 +123,9 @@ MJ_DEVICE void wgmma_f16_rs(float (&d)[8], const mj_u32 (&a)[4], unsigned long l
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
-MJ_DEVICE void bulk_g2s(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(mj90::smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(mj90::smem_u32(bar))
-                 : "memory");
-}
-
-using mj_mqa90t_epi::acc0;
-using mj_mqa90t_epi::acc1;
-using mj_mqa90t_epi::col_of;
+using mj_mqa90t_common::acc0;
+using mj_mqa90t_common::acc1;
+using mj_mqa90t_common::col_of;
 
 // q_nope of head `hq` (thread part 0..15 of 16: columns 32 part .. 32 part + 31) into Q's f16 blocks, scaled by the
 // head's 2^k (the 16 lanes of a head reduce its maximum); part 0 stores 2^-k * kUnit at qk[hq]. Heads past num_heads: zeros.
@@ -188,23 +182,13 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
         const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
         const int tok = mj_idx::token_of_block(p, (int)blockIdx.x, (int)gridDim.x);
         const int head0 = blockIdx.y * kH;
-        const int nh = p.num_heads;
         unsigned long long* full = (unsigned long long*)(smem + kOffBar);
         unsigned long long* empty = full + kS;
         const mj_idx::SetView ks = mj_idx::set_view(smem + kOffSet);
         if (tid == 0 && (mj90::smem_u32(smem) & 1023u) != 0u) __trap();
 
         // q_pe (bf16, block 8) by cp.async; q_nope converted to f16 by the math threads after the key set is built.
-        if (tid < 256) {
-            const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
-            for (int i = tid; i < kH * 8; i += 256) {
-                const int row = i >> 3, c = 64 + (i & 7);
-                const bool ok = head0 + row < nh;
-                const unsigned char* src = ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
-                mj90::cp_async_16(smem + kOffQ + mj_tile90::chunk_off<kQBlk>(row, c), src, ok);
-            }
-            mj90::cp_async_commit();
-        }
+        if (tid < 256) mj_tile90::load_q<kH, 256, 64>(p, tok, head0, smem + kOffQ, tid);
         if (tid == 0) {
             for (int s = 0; s < kS; ++s) {
                 mj90::mbar_init(&full[s], MJ_MQA90T8_BULK ? 4 : 128);
@@ -228,17 +212,12 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
             for (int t = 0; t < ntiles; ++t) {
                 const int slot = t % kS;
                 const int c = t * kN + pw * kR + lane % kR;
-                const unsigned char* mine =
-                    c < nvalid ? mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
+                const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
                 if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
                 unsigned char* sl = smem + kOffK + slot * kSlot;
                 if constexpr (MJ_MQA90T8_BULK) {
                     static_assert(!MJ_MQA90T8_BULK || MJ_MQA90T_DEV_SKIP == 4, "the bulk-copy producer is a gather-timing form");
-                    const bool mine_ok = lane < kR && mine != nullptr;
-                    const unsigned vb = __ballot_sync(0xffffffffu, mine_ok);
-                    if (lane == 0) mj90::mbar_arrive_expect_tx(&full[slot], (unsigned)__popc(vb) * mj_fp8::kRowBytes);
-                    __syncwarp();
-                    if (mine_ok) bulk_g2s(sl + (pw * kR + lane) * mj_fp8::kRowBytes, mine, mj_fp8::kRowBytes, &full[slot]);
+                    mj_mqa90t_common::bulk_rows<kR, mj_fp8::kRowBytes>(sl + pw * kR * mj_fp8::kRowBytes, mine, lane, &full[slot]);
                     continue;
                 }
 #pragma unroll 4
@@ -457,7 +436,7 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
 
         // ---- epilogue: merge the two warpgroups' softmaxes (as the bf16 body), O in the cache's column order ----
         float sc[kCols], Lt[kCols], mt[kCols];
-        mj_mqa90t_epi::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
+        mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
         float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
 #pragma unroll
         for (int jb = 0; jb < 8; ++jb) {
@@ -470,7 +449,7 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
                 w[c * kWRow + d0 + 1] = ot[jb][acc1(j)] * eu * sc[j];
             }
         }
-        mj_mqa90t_epi::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
+        mj_mqa90t_common::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
     }
 }
 

@@ -16,12 +16,13 @@ MJ_DEVICE unsigned chunk_off(int r, int c) {
 
 // Q [ROWS heads x 576] of token `tok` from head head0 on, into `dst` (blocks ROWS * 128 bytes apart), issued by threads
 // 0..THREADS-1 (the caller's `tid`) as cp.async in one commit group; heads past num_heads load zeros. The caller waits
-// (cp.async.wait_group) and fences the async proxy before wgmma reads it.
-template <int ROWS, int THREADS>
+// (cp.async.wait_group) and fences the async proxy before wgmma reads it. C0 > 0: only chunks C0..71 (C0 64: q_pe alone).
+template <int ROWS, int THREADS, int C0 = 0>
 MJ_DEVICE void load_q(const SparseMqaFwdParams& p, int tok, int head0, unsigned char* dst, int tid) {
+    constexpr int kChunks = 72 - C0;
     const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
-    for (int i = tid; i < ROWS * 72; i += THREADS) {
-        const int row = i / 72, c = i - row * 72;
+    for (int i = tid; i < ROWS * kChunks; i += THREADS) {
+        const int row = i / kChunks, c = C0 + i - row * kChunks;
         const bool ok = head0 + row < p.num_heads;
         const unsigned char* src = ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
         mj90::cp_async_16(dst + chunk_off<ROWS * 128>(row, c), src, ok);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 21's fifth device call: checks of both keys-as-M bodies after the epilogue moved into sm90_t_epilogue.cuh, the
+# Session 21's fifth device call: checks of both keys-as-M bodies after the epilogue moved into sm90_t_common.cuh, the
 # 8k paged bench at 16 heads, racecheck of the bf16 body. Prebuilt: CFG_FILE=configs_t12.h BUILD=build_t12 bash build.sh;
 # carry ["tools/dev/mqa/build_t12"].   run: OUT=$OUT bash tools/dev/mqa/run_t12.sh      (about a minute)
 cd "$(dirname "$0")/../../.."

@@ -1,10 +1,11 @@
 // The keys-as-M sparse MQA kernels' shared pieces (bf16 body: sparse_mqa/sm90_t.cuh, FP8 body: sparse_mqa/sm90_t_fp8.cuh):
-// where a thread's accumulator columns (heads) sit, and the epilogue that merges the two math warpgroups' softmaxes, writes
-// lse / max_logits and stores O. Included after the Hopper wrappers (namespace mj90).
+// where a thread's accumulator columns (heads) sit, the epilogue that merges the two math warpgroups' softmaxes, writes
+// lse / max_logits and stores O, and the bulk-copy producer of the gather-timing forms. Included after the Hopper
+// wrappers (namespace mj90).
 #pragma once
 #include "mlajit_device.cuh"
 
-namespace mj_mqa90t_epi {
+namespace mj_mqa90t_common {
 
 // Head (accumulator column) of a thread's column j: 8 (j / 2) + 2 q4 + j % 2; its two rows' accumulator indices.
 MJ_DEVICE int col_of(int j, int q4) { return 8 * (j >> 1) + 2 * q4 + (j & 1); }
@@ -80,4 +81,16 @@ MJ_DEVICE void store_out(const SparseMqaFwdParams& p, const float* w0, const flo
     }
 }
 
-}  // namespace mj_mqa90t_epi
+// Gather-timing form of a producer warp's share of a tile (MJ_MQA90T_BULK, MJ_MQA90T8_BULK): lanes 0..ROWS-1 copy their row
+// `mine` (nullptr: past the key set, skipped) of ROW_BYTES to rows[lane] by one cp.async.bulk each; lane 0 announces the
+// copied bytes on `bar` with the warp's one arrival. The rows land linearly, not in the math's layout.
+template <int ROWS, unsigned ROW_BYTES>
+MJ_DEVICE void bulk_rows(unsigned char* rows, const unsigned char* mine, int lane, unsigned long long* bar) {
+    const bool ok = lane < ROWS && mine != nullptr;
+    const unsigned vb = __ballot_sync(0xffffffffu, ok);
+    if (lane == 0) mj90::mbar_arrive_expect_tx(bar, (unsigned)__popc(vb) * ROW_BYTES);
+    __syncwarp();
+    if (ok) mj90::bulk_copy_g2s(rows + lane * ROW_BYTES, mine, ROW_BYTES, bar);
+}
+
+}  // namespace mj_mqa90t_common
