@@ -210,11 +210,10 @@ static constexpr int mj_mqa90_threads() { return 3 * 128; }
 static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 + 2 * 64 * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes; }
 // Sparse MQA, Hopper tier for 16 / 32 heads (sparse_mqa/sm90_t.cuh: keys as the wgmma M dimension): Q [block_h x 576],
 // a ring of STAGES tiles of BLOCK_N keys, the tile maxima exchange ([2][2][4][block_h] fp32), the epilogue's row sums and maxima
-// ([2][4][block_h] + [2][block_h] fp32), the ring's mbarriers, the row's key set, then (16-byte aligned) the split schedule's
-// exchange of S^T halves ([block_h / 16][256 threads][4] fp32) and softmax factors ([block_h] fp32); mj_mqa90_threads() threads.
+// ([2][4][block_h] + [2][block_h] fp32), the ring's mbarriers and the row's key set; mj_mqa90_threads() threads.
 static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages) {
-    return ((9 * block_h * 128 + stages * 9 * block_n * 128 + 16 * block_h * 4 + 10 * block_h * 4 + stages * 2 * 8 +
-             mj_mqa_index_set_bytes + 15) & ~15) + 256 * block_h + 4 * block_h;
+    return 9 * block_h * 128 + stages * 9 * block_n * 128 + 16 * block_h * 4 + 10 * block_h * 4 + stages * 2 * 8 +
+           mj_mqa_index_set_bytes;
 }
 // The same kernel on the FP8 cache (sparse_mqa/sm90_t_fp8.cuh): Q [block_h x 576] (q_nope f16), STAGES slots of BLOCK_N
 // rows as stored (656 bytes a key: k_pe block, codes, scales), the tile maxima exchange ([2][2][4][block_h + 4] fp32), the

@@ -47,11 +47,6 @@
                             // gather (timing of the math on whatever the ring holds); 4: the producer's gather alone
 #define MJ_MQA90T_DEV_SKIP 0
 #endif
-#ifndef MJ_MQA90T_SPLIT  // 0: the warpgroups take alternate tiles; 1: both work on every tile (S^T's k-steps, then each head's
-                          // softmax and O^T's column blocks split between them); 2: as 1, with tile t's O^T in flight
-                          // while tile t + 1's S^T is issued (development switch)
-#define MJ_MQA90T_SPLIT 0
-#endif
 #ifndef MJ_MQA90T_BULK  // 1 (timing only, with DEV_SKIP 4): each 1152-byte row by one cp.async.bulk into a linear slot
 #define MJ_MQA90T_BULK 0
 #endif
@@ -65,7 +60,8 @@ constexpr int kS = MJ_STAGES;
 static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized for 512 latent + 64 rope");
 // 64-key tiles in 2 slots. Tried and dropped (H100, 8k, paged): 56 keys in 3 slots at 16 heads (5.13 against 4.53 ms)
 // and 48 in 3 at 32 (5.91 against 5.06); a short tile is read as wgmma's 64 rows, and the rows past it (P^T at the
-// end of the tile) carried a NaN of one head's P into every head's O (the GPU suite's containment test).
+// end of the tile) carried a NaN of one head's P into every head's O (the GPU suite's containment test). Both warpgroups on
+// every tile (S^T's k-steps, softmax by head and O^T's column blocks split; commit 87c0ad8): 4.59-4.66 against 4.48-4.56 ms.
 static_assert((kH == 16 || kH == 32) && kN == 64 && (kS == 2 || MJ_KV_FP8), "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
 constexpr int kThreads = mj_mqa90_threads();
@@ -81,11 +77,7 @@ constexpr int kOffX = kOffK + kS * kTileBytes;      // fp32 [2 warpgroups][2 par
 constexpr int kOffE = kOffX + 16 * kH * 4;           // fp32 [2][4][kH] row sums, then [2][kH] maxima (epilogue)
 constexpr int kOffBar = kOffE + 10 * kH * 4;         // mbarriers full[kS], empty[kS]
 constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
-constexpr int kOffPart = (kOffSet + mj_idx::kSetBytes + 15) & ~15;  // split schedule: fp32 [kH / 16][256][4] S^T halves
-constexpr int kOffAl = kOffPart + 256 * kH;                           // split schedule: fp32 [kH] the tile's rescale factors
-constexpr int kSmem = kOffAl + 4 * kH;
-constexpr int kSplit = MJ_MQA90T_SPLIT;
-static_assert(kSplit >= 0 && kSplit <= 2 && (kSplit != 2 || MJ_MQA90T_DEV_SKIP != 4), "sparse MQA sm90t: MJ_MQA90T_SPLIT 0, 1 or 2");
+constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
 static_assert(kSmem == mj_mqa90t_smem_bytes(kH, kN, kS), "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
 static_assert(kSmem <= 232448 || MJ_KV_FP8, "sparse MQA sm90t: over the per-block shared memory of sm_90");
 static_assert(kOffK % 1024 == 0 && kOffBar % 8 == 0, "swizzled tiles need 1 KiB alignment, mbarriers 8 bytes");
@@ -110,204 +102,6 @@ MJ_DEVICE void mma(float (&d)[kAcc], unsigned long long a, unsigned long long b)
     else mj90::wgmma_m64n32k16_ss_t<TA, 0>(d, a, b);
 }
 
-// The split schedule (MJ_MQA90T_SPLIT 1 / 2): both math warpgroups work on every tile, so a slot is turned around in one
-// tile's math time instead of one warpgroup's two (the alternate-tile schedule holds a slot for a warpgroup's whole tile and
-// then waits out its refill: 4.50 ms at 16 heads, 8k, against a gather alone of 3.31 and math alone of 2.96; H100).
-//  * S^T: warpgroup g issues the k-steps 2 i + g of each 64-column block (18 of 36) into its own partial sums.
-//  * Each head's softmax lives in one warpgroup: g keeps heads [g kH / 2, g kH / 2 + kH / 2), its accumulator half
-//    [g kAcc / 2, ...). The partial sums of the other warpgroup's heads go through shared memory (one 256-thread barrier).
-//  * g writes P^T of its heads and their rescale factors; after the second 256-thread barrier both read all factors and
-//    compute O^T's column blocks 4 g .. 4 g + 3 over all heads.
-//  * SPLIT 2 issues tile t + 1's S^T while tile t's O^T is in flight, and releases slot t when O^T's group completes.
-MJ_DEVICE void split_schedule(const SparseMqaFwdParams& p, unsigned char* smem, int tok, int head0, int tid, int wg, int wl,
-                              int lane, int nvalid, int ntiles, unsigned long long* full, unsigned long long* empty) {
-    constexpr int kHalf = kAcc / 2;   // accumulators of the heads a warpgroup keeps
-    constexpr int kOwn = kCols / 2;   // columns (heads) a thread keeps
-    const int row0 = wl * 16 + (lane >> 2);
-    const int q4 = lane & 3;
-    const int tw = tid & 127;
-    const float sl2 = p.sm_scale_log2;
-    const unsigned sq = mj90::smem_u32(smem + kOffQ) + wg * 32;  // this warpgroup's k-steps: 16 columns at 32 g bytes
-    float* xmax = (float*)(smem + kOffX) + wg * 8 * kH;           // [2 parities][4 warps][kH]
-    float4* part = (float4*)(smem + kOffPart);                     // [kH / 16][256][4]
-    float* alx = (float*)(smem + kOffAl);
-    const int hc0 = wg * (kH / 2);                                 // first head this warpgroup keeps
-
-    float ot[4][kAcc];  // O^T: column blocks 4 wg + jb, rows 64 (4 wg + jb) + row0 (+ 8), heads col_of(j)
-#pragma unroll
-    for (int jb = 0; jb < 4; ++jb)
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) ot[jb][i] = 0.f;
-    float m[kOwn], l[kOwn];  // the kept heads' running max and this thread's partial row sums
-#pragma unroll
-    for (int j = 0; j < kOwn; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
-    float s[kAcc];
-
-    auto issue_s = [&](int t) {  // S^T partial of tile t: this warpgroup's 18 k-steps
-        const unsigned slot_a = mj90::smem_u32(smem + kOffK) + (t % kS) * kTileBytes + wg * 32;
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) s[i] = 0.f;
-        mj90::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 18; ++kk) {
-            const unsigned koff = (kk >> 1) * kBlk + (kk & 1) * 64, qoff = (kk >> 1) * kQBlk + (kk & 1) * 64;
-            mma<0>(s, mj90::smem_desc_addr(slot_a + koff, 128, 1024, 16), mj90::smem_desc_addr(sq + qoff, 128, 1024, 16));
-        }
-        mj90::wgmma_commit();
-    };
-    auto issue_o = [&](int t) {  // O^T [256 x kH] += V^T P^T over this warpgroup's 4 column blocks
-        const unsigned slot_a = mj90::smem_u32(smem + kOffK) + (t % kS) * kTileBytes;
-        if constexpr (MJ_MQA90T_PIN) {
-#pragma unroll
-            for (int jb = 0; jb < 4; ++jb)
-#pragma unroll
-                for (int i = 0; i < kAcc; ++i) mj90::reg_fence(ot[jb][i]);
-        }
-        mj90::wgmma_fence();
-#pragma unroll
-        for (int jb = 0; jb < 4; ++jb)
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-                mma<1>(ot[jb], mj90::smem_desc_addr(slot_a + (4 * wg + jb) * kBlk + kk * 2048, 128, 1024, kBlk),
-                       mj90::smem_desc_addr(slot_a + 8 * kBlk + kk * 32, 128, 1024, 16));
-        mj90::wgmma_commit();
-    };
-    // Tile t's S^T partials (in s, complete) -> the kept heads' softmax, P^T and factors; O^T rescaled. Two 256-thread barriers.
-    auto softmax = [&](int t) {
-        unsigned char* pt = smem + kOffK + (t % kS) * kTileBytes + 8 * kBlk;  // P^T [kH][64 keys] in the slot's rope block
-        // The other warpgroup's heads' partials out (its accumulator half), then this warpgroup's heads' sums.
-#pragma unroll
-        for (int q = 0; q < kHalf / 4; ++q) {
-            part[(q * 256 + (1 - wg) * 128 + tw)] = make_float4(wg ? s[4 * q] : s[kHalf + 4 * q], wg ? s[4 * q + 1] : s[kHalf + 4 * q + 1],
-                                                                 wg ? s[4 * q + 2] : s[kHalf + 4 * q + 2], wg ? s[4 * q + 3] : s[kHalf + 4 * q + 3]);
-        }
-        mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        float so[kHalf];
-#pragma unroll
-        for (int q = 0; q < kHalf / 4; ++q) {
-            const float4 x = part[q * 256 + wg * 128 + tw];
-            so[4 * q] = (wg ? s[kHalf + 4 * q] : s[4 * q]) + x.x;
-            so[4 * q + 1] = (wg ? s[kHalf + 4 * q + 1] : s[4 * q + 1]) + x.y;
-            so[4 * q + 2] = (wg ? s[kHalf + 4 * q + 2] : s[4 * q + 2]) + x.z;
-            so[4 * q + 3] = (wg ? s[kHalf + 4 * q + 3] : s[4 * q + 3]) + x.w;
-        }
-        // Keys past the set: -inf. The tile's maximum per kept head: the thread's two rows, the warp's 8 row groups, the 4 warps.
-        const int lim = min(nvalid - t * kN, kN);
-        const bool v0 = row0 < lim, v1 = row0 + 8 < lim;
-        float* xb = xmax + (t & 1) * 4 * kH;
-        float tm[kOwn];
-#pragma unroll
-        for (int j = 0; j < kOwn; ++j) {
-            so[acc0(j)] = v0 ? so[acc0(j)] : MJ_NEG_INF;
-            so[acc1(j)] = v1 ? so[acc1(j)] : MJ_NEG_INF;
-            float x = fmaxf(so[acc0(j)], so[acc1(j)]);
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-            if (lane < 4) xb[wl * kH + col_of(j, q4)] = x;
-        }
-        mj90::named_bar_sync_unaligned(1 + wg, 128);
-#pragma unroll
-        for (int j = 0; j < kOwn; ++j) {
-            const int c = col_of(j, q4);
-            tm[j] = fmaxf(fmaxf(xb[c], xb[kH + c]), fmaxf(xb[2 * kH + c], xb[3 * kH + c]));
-        }
-#pragma unroll
-        for (int j = 0; j < kOwn; j += 2) {
-            float ms0, ms1, al0, al1;
-            mj_online_max2(m[j], m[j + 1], tm[j], tm[j + 1], sl2, ms0, ms1, al0, al1);
-            if (wl == 0 && lane < 4) {
-                alx[hc0 + col_of(j, q4)] = al0;
-                alx[hc0 + col_of(j + 1, q4)] = al1;
-            }
-            // P = exp2(s sl2 - ms): row sums, and P^T stored bf16 at [head][key] (128-byte rows, swizzled chunks)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int jj = j + e, c = hc0 + col_of(jj, q4);
-                const float ms = e ? ms1 : ms0;
-                const float p0 = mj_exp2(fmaf(so[acc0(jj)], sl2, -ms)), p1 = mj_exp2(fmaf(so[acc1(jj)], sl2, -ms));
-                l[jj] = l[jj] * (e ? al1 : al0) + (p0 + p1);
-                const mj_u32 pk = mj_pack_bf16x2(p0, p1);
-                const int r1 = row0 + 8;
-                *(unsigned short*)(pt + c * 128 + (((row0 >> 3) ^ (c & 7)) << 4) + (row0 & 7) * 2) = (unsigned short)(pk & 0xffffu);
-                *(unsigned short*)(pt + c * 128 + (((r1 >> 3) ^ (c & 7)) << 4) + (r1 & 7) * 2) = (unsigned short)(pk >> 16);
-            }
-        }
-        mj90::fence_proxy_async();  // P^T (ordinary stores) is read by wgmma
-        mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        // Every head's factor (both warpgroups'); O^T of the previous tiles has completed (see the callers).
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            const float a = alx[col_of(j, q4)];
-#pragma unroll
-            for (int jb = 0; jb < 4; ++jb) {
-                ot[jb][acc0(j)] *= a;
-                ot[jb][acc1(j)] *= a;
-            }
-        }
-    };
-
-    if constexpr (kSplit == 1) {
-        for (int t = 0; t < ntiles; ++t) {
-            const int slot = t % kS;
-            mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
-            if constexpr (MJ_MQA90T_DEV_SKIP == 4) {  // the producer's gather alone: tiles released as they land
-                mj90::mbar_arrive(&empty[slot]);
-                continue;
-            }
-            mj90::fence_proxy_async();
-            issue_s(t);
-            mj90::wgmma_wait<0>();
-            softmax(t);
-            issue_o(t);
-            mj90::wgmma_wait<0>();
-            mj90::mbar_arrive(&empty[slot]);
-        }
-    } else {
-        if (ntiles > 0) {
-            mj90::mbar_wait(&full[0], 0u);
-            mj90::fence_proxy_async();
-            issue_s(0);
-            mj90::wgmma_wait<0>();
-        }
-        for (int t = 0; t < ntiles; ++t) {
-            softmax(t);
-            issue_o(t);
-            if (t + 1 < ntiles) {
-                mj90::mbar_wait(&full[(t + 1) % kS], (unsigned)(((t + 1) / kS) & 1));
-                mj90::fence_proxy_async();
-                issue_s(t + 1);
-                mj90::wgmma_wait<1>();  // tile t's O^T: its slot is free
-                mj90::mbar_arrive(&empty[t % kS]);
-                mj90::wgmma_wait<0>();
-            } else {
-                mj90::wgmma_wait<0>();
-                mj90::mbar_arrive(&empty[t % kS]);
-            }
-        }
-    }
-
-    // ---- epilogue: each head's softmax is in one warpgroup (the other holds m -inf, l 0 for it); O^T's column halves ----
-    float mf[kCols], lf[kCols], sc[kCols], Lt[kCols], mt[kCols];
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-        const bool kept = (j / kOwn) == wg;
-        mf[j] = kept ? m[j % kOwn] : MJ_NEG_INF;
-        lf[j] = kept ? l[j % kOwn] : 0.f;
-    }
-    mj_mqa90t_common::merge_softmax<kH, true>(lf, mf, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
-    float* w = (float*)(smem + kOffK);
-#pragma unroll
-    for (int jb = 0; jb < 4; ++jb)
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            const int c = col_of(j, q4), r = 64 * (4 * wg + jb) + row0;
-            w[c * kWRow + r] = ot[jb][acc0(j)] * sc[j];
-            w[c * kWRow + r + 8] = ot[jb][acc1(j)] * sc[j];
-        }
-    mj_mqa90t_common::store_out<kH, kWRow, true>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
-}
-
 }  // namespace mj_mqa90t
 
 extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_sparse_mqa_fwd_sm90t(const SparseMqaFwdParams p) {
@@ -330,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
             mj90::mbar_init(&full[s], MJ_MQA90T_BULK ? 4 : 128);  // one cp.async-completion arrival per producer thread
-            mj90::mbar_init(&empty[s], kSplit ? 256 : 128);  // the warpgroup(s) that took the slot's tile, after O^T
+            mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
     }
     const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
@@ -390,10 +184,6 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     mj90::fence_proxy_async();  // Q, written by cp.async, is read by wgmma
     mj90::named_bar_sync_unaligned(kBarEnd, 256);
 
-    if constexpr (kSplit != 0) {
-        split_schedule(p, smem, tok, head0, tid, wg, wl, lane, nvalid, ntiles, full, empty);
-        return;
-    }
     float ot[8][kAcc];  // O^T: 64-column block jb, rows 64 jb + row0 (+ 8), heads col_of(j)
 #pragma unroll
     for (int jb = 0; jb < 8; ++jb)

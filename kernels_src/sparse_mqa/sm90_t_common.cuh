@@ -14,10 +14,8 @@ MJ_DEVICE constexpr int acc1(int j) { return 4 * (j >> 1) + 2 + (j & 1); }
 
 // Each warpgroup's running max m and partial row sums l (per thread column) through e_l ([2][4][H] sums, then [2][H] maxima;
 // BAR: the 256 math threads' barrier, which also orders every wgmma read of the ring before it is reused): per column the
-// factor sc for this warpgroup's O (its exp2 offset over the total sum), the total sum L and the max. SHARED: the
-// warpgroups hold parts of one O (the split schedule: each head's softmax lives in one warpgroup, the other's m is -inf and
-// its l 0), so both scale by 1 / L.
-template <int H, bool SHARED = false>
+// factor sc for this warpgroup's O (its exp2 offset over the total sum), the total sum L and the max.
+template <int H>
 MJ_DEVICE void merge_softmax(const float (&l)[H / 4], const float (&m)[H / 4], float* e_l, int wg, int wl, int lane, float sl2,
                              int bar, float (&sc)[H / 4], float (&Lt)[H / 4], float (&mt)[H / 4]) {
     const int q4 = lane & 3;
@@ -44,16 +42,15 @@ MJ_DEVICE void merge_softmax(const float (&l)[H / 4], const float (&m)[H / 4], f
         const float lb = e_l[4 * H + c] + e_l[5 * H + c] + e_l[6 * H + c] + e_l[7 * H + c];
         const float L = la * fa + lb * fb;
         const float inv = L > 0.f ? 1.f / L : 0.f;
-        sc[j] = SHARED ? inv : (wg ? fb : fa) * inv;
+        sc[j] = (wg ? fb : fa) * inv;
         Lt[j] = L;
         mt[j] = mm;
     }
 }
 
-// After each warpgroup staged its scaled O as fp32 [H][WROW] at w0 (warpgroup 1's at w0 + H * WROW; with ONE_PART both
-// staged their columns of one O at w0): lse / max_logits (warpgroup 0, warp 0), the barrier, then O = the two parts added,
-// bf16, 16-byte stores (a thread: 8 columns of one head).
-template <int H, int WROW, bool ONE_PART = false>
+// After each warpgroup staged its scaled O as fp32 [H][WROW] at w0 (warpgroup 1's at w0 + H * WROW): lse / max_logits
+// (warpgroup 0, warp 0), the barrier, then O = the two parts added, bf16, 16-byte stores (a thread: 8 columns of one head).
+template <int H, int WROW>
 MJ_DEVICE void store_out(const SparseMqaFwdParams& p, const float* w0, const float (&Lt)[H / 4], const float (&mt)[H / 4], int tok,
                          int head0, int tid, int wg, int wl, int lane, float sl2, int bar) {
     const int nh = p.num_heads;
@@ -78,9 +75,8 @@ MJ_DEVICE void store_out(const SparseMqaFwdParams& p, const float* w0, const flo
         mj_u32 v[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-            v[k] = ONE_PART ? mj_pack_bf16x2(w0[hh * WROW + c8 + 2 * k], w0[hh * WROW + c8 + 2 * k + 1])
-                            : mj_pack_bf16x2(w0[hh * WROW + c8 + 2 * k] + w1[hh * WROW + c8 + 2 * k],
-                                             w0[hh * WROW + c8 + 2 * k + 1] + w1[hh * WROW + c8 + 2 * k + 1]);
+            v[k] = mj_pack_bf16x2(w0[hh * WROW + c8 + 2 * k] + w1[hh * WROW + c8 + 2 * k],
+                                  w0[hh * WROW + c8 + 2 * k + 1] + w1[hh * WROW + c8 + 2 * k + 1]);
         mj_st_global_v4(otok + ((mj_i64)(head0 + hh) * p.o_stride_head + c8) * 2, v);
     }
 }

@@ -21,7 +21,6 @@ while read -r tag h n s k m pp skip fp8; do
   src=kernel_cfg.cu
   case $tag in *sm90t*) src=kernel_cfg90t.cu; defs="-DCFG_TAG=$tag -DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DMJ_MQA90T_DEV_SKIP=$skip -DCFG_FP8=$fp8"  # keys as M (16 / 32 heads)
                 case $tag in *sm90tpin*) defs="$defs -DMJ_MQA90T_PIN=1";; esac
-                case $tag in *sm90tk1*) defs="$defs -DMJ_MQA90T_SPLIT=1";; *sm90tk2*) defs="$defs -DMJ_MQA90T_SPLIT=2";; esac  # both warpgroups on a tile
                 case $tag in *sm90t8i*) defs="$defs -DMJ_MQA90T8_INT=1";; esac  # FP8: codes to f16 by integer operations
                 case $tag in *sm90t8b*) defs="$defs -DMJ_MQA90T8_BULK=1";; esac  # FP8: rows by cp.async.bulk (gather timing)
                 case $tag in *sm90tb*) defs="$defs -DMJ_MQA90T_BULK=1";; esac;;  # bf16: rows by cp.async.bulk (gather timing)
