@@ -201,10 +201,14 @@ constexpr int kOffOwn = kOffP + 1024;
 constexpr int kOffScale = kOffP + 2048;
 static_assert(!kF8Stage || kOffScale + kS * 1024 <= kOffP + kBlk, "the staged FP8 scales fit in the P region");
 // 32-key tiles: bf16 schedule 1 alone (the other forms index their tiles as 64 rows).
-static_assert(kN == 64 || (kSched1 && !kFp8 && !kPair && !kSplitRel && MJ_MQA90_LATEHO == 0),
-              "sparse MQA sm90: 32-key tiles are built for the bf16 cache's schedule 1 only");
+static_assert(kN == 64 || ((kSched1 || kSched2) && !kFp8 && !kPair && !kSplitRel && MJ_MQA90_LATEHO == 0),
+              "sparse MQA sm90: 32-key tiles are built for the bf16 cache's schedules 1 and 2 only");
+// 32-key tiles in four slots: every slot is filled and released whole (schedule 2: a pair's two slots while the next
+// pair's two land; each warpgroup stores its P into its own tile's rope block).
+constexpr bool kSmallTiles = kN == 32;
 // P [64 heads x kN keys] bf16 as wgmma's K-major A operand: rows of kN * 2 bytes with the swizzle of that width
-// (128 B for 64 keys, 64 B for 32), so schedule 1's P fits the tile's rope block (kBlk bytes) at either tile size.
+// (128 B for 64 keys, 64 B for 32), so schedule 1's P fits the tile's rope block (kBlk bytes) at either tile size. Row r + 8
+// sits 8 kPRow bytes after row r at the same chunk (both swizzles repeat every 8 rows).
 constexpr int kPRow = kN * 2;
 MJ_DEVICE unsigned p_off(int r, int chunk) {
     return kN == 64 ? (unsigned)(r * 128 + ((chunk ^ (r & 7)) << 4)) : (unsigned)(r * 64 + ((chunk ^ ((r >> 1) & 3)) << 4));
@@ -345,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     const unsigned crank = kPair ? mj90::cluster_ctarank() : 0u;
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            if constexpr (kSched2) {
+            if constexpr (kSched2 && !kSmallTiles) {
                 unsigned long long* hi = (unsigned long long*)(smem + kOffBarHi);
                 mj90::mbar_init(&full[s], 128);    // every producer thread's cp.async of blocks 0-3
                 mj90::mbar_init(&hi[s], 128);      // full_hi: blocks 4-8
@@ -589,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         mj90::cp_async_wait<0>();
         return;
     }
-    if (kSched2 && warp >= 8) {
+    if (kSched2 && !kSmallTiles && warp >= 8) {
         // ---- producer, schedule 2: pair i = tiles E = 2i (slot 0) and O = 2i + 1 (slot 1; rows past the key set,
         // a whole tile O for an odd tile count included, load zeros and are masked by the math). Each half of a slot
         // is refilled as soon as its last reader released it, in the order they free up: blocks 0-3 of E (warpgroup
@@ -652,7 +656,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const int pw = warp - 8;
         constexpr int kRows = kPair ? 8 : kN / 4;  // rows a warp copies per tile
         const int rbase = (kPair ? 32 * (int)crank : 0) + pw * kRows;
-        for (int t = 0; t < ntiles; ++t) {
+        // Schedule 2 computes tiles in pairs: an odd count gets a last tile of zeros (rows past the set), masked by the math.
+        const int nfill = kSched2 ? 2 * ((ntiles + 1) >> 1) : ntiles;
+        for (int t = 0; t < nfill; ++t) {
             const int slot = t % kS;
             const int c = t * kN + rbase + (lane % kRows);  // the other lanes repeat lanes 0..kRows-1's rows
             const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
@@ -760,12 +766,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         unsigned long long* full_hi = (unsigned long long*)(smem + kOffBarHi);
         unsigned long long* empty_hi = full_hi + kS;
         const int npairs = (ntiles + 1) >> 1;
-        const unsigned slot0 = sk, slot1 = sk + kTileBytes;
-        float s[32];
-        mj_u32 pa[16];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
+        const unsigned slot0 = sk, slot1 = sk + kTileBytes;  // 64-key tiles; 32-key tiles: pair i in slots 2 (i % 2), + 1
+        float s[kN / 2];
+        mj_u32 pa[kN / 4];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
         auto zero_s = [&] {
 #pragma unroll
-            for (int i = 0; i < 32; ++i) s[i] = 0.f;
+            for (int i = 0; i < kN / 2; ++i) s[i] = 0.f;
         };
         // Masks the columns of tile t past the key set; returns the tile's row maxima.
         auto mask_max = [&](int t, float& mx0, float& mx1) { mask_tile_max(s, nvalid - t * kN - 2 * q4, mx0, mx1); };
@@ -773,7 +779,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         auto exponentiate = [&](float ms0, float ms1, float& rs0, float& rs1) {
             rs0 = rs1 = 0.f;
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
+            for (int i = 0; i < kN / 8; ++i) {
                 s[4 * i] = mj_exp2(fmaf(s[4 * i], sl2, -ms0));
                 s[4 * i + 1] = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
                 s[4 * i + 2] = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1));
@@ -784,16 +790,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 pa[2 * i + 1] = mj_pack_bf16x2(s[4 * i + 2], s[4 * i + 3]);
             }
         };
-        // Stores pa (warpgroup 1) or s * beta (warpgroup 0) as bf16 [64 rows][64 keys], swizzled like a tile block.
+        // Stores pa (warpgroup 1) or s * beta (warpgroup 0) as bf16 [64 rows][kN keys] (p_off).
         auto store_p = [&](unsigned char* pbase, bool scaled, float b0, float b1) {
-            unsigned char* prow0 = pbase + row0 * 128;
-            unsigned char* prow1 = prow0 + 8 * 128;
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
+            for (int i = 0; i < kN / 8; ++i) {
                 const mj_u32 v0 = scaled ? mj_pack_bf16x2(s[4 * i] * b0, s[4 * i + 1] * b0) : pa[2 * i];
                 const mj_u32 v1 = scaled ? mj_pack_bf16x2(s[4 * i + 2] * b1, s[4 * i + 3] * b1) : pa[2 * i + 1];
-                *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = v0;
-                *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = v1;
+                *(mj_u32*)(pbase + p_off(row0, i) + q4 * 4) = v0;
+                *(mj_u32*)(pbase + p_off(row0, i) + 8 * kPRow + q4 * 4) = v1;
             }
             mj90::fence_proxy_async();  // P (ordinary stores) is read by the other warpgroup's wgmma
         };
@@ -813,84 +817,159 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             rescale_o(o, al0, al1);
             issue_pv_regs(o, pa, vbase);
         };
-        if (wg == 0) {
-            if (npairs > 0) {
-                mj90::mbar_wait(&full[0], 0u);
-                zero_s();
-                issue_qk<0, 16>(s, sq, slot0);
-                mj90::mbar_wait(&full_hi[0], 0u);
-                issue_qk<16, 36>(s, sq, slot0);
-                mj90::wgmma_wait<0>();
-            }
-            for (int i = 0; i < npairs; ++i) {
-                const unsigned par = (unsigned)(i & 1);
-                float mx0, mx1, ms0, ms1, al0, al1;
-                mask_max(2 * i, mx0, mx1);
-                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
-                publish_max_then_pv(kBarM0, slot0, ms0, ms1, al0, al1);
-                if constexpr (!kS2Early) {
+        if constexpr (kSmallTiles) {
+            // 32-key tiles in four slots: pair i = E in slot e = 2 (i % 2) and O in slot e + 1, while pair i + 1 lands in the
+            // other two. Each slot is released whole, by both warpgroups (E: warpgroup 0 after its P V of E and its store of
+            // P_E into E's rope block, warpgroup 1 after its P V of E; O the same way round), and P_O lives in O's rope block.
+            auto slot_at = [&](int slot) { return sk + (unsigned)(slot * kTileBytes); };
+            auto rope_of = [&](int slot) { return smem + kOffK + slot * kTileBytes + 8 * kBlk; };
+            if (wg == 0) {
+                if (npairs > 0) {
+                    mj90::mbar_wait(&full[0], 0u);
+                    zero_s();
+                    issue_qk<0, 36>(s, sq, sk);
                     mj90::wgmma_wait<0>();
-                    mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
                 }
-                mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
-                const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
-                __syncwarp();  // the quad's reads of mB precede lane q4 == 0's write of the next pair's mA
-                // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
-                const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
-                const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
-                store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
-                mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
-                mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8: this warpgroup is done writing them
-                if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
-                    mj90::wgmma_wait<0>();
-                    mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
+                for (int i = 0; i < npairs; ++i) {
+                    const int e = 2 * (i & 1), od = e + 1;
+                    float mx0, mx1, ms0, ms1, al0, al1;
+                    mask_max(2 * i, mx0, mx1);
+                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
+                    publish_max_then_pv(kBarM0, slot_at(e), ms0, ms1, al0, al1);
+                    mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
+                    const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
+                    __syncwarp();  // the quad's reads of mB precede lane q4 == 0's write of the next pair's mA
+                    const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
+                    const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
+                    store_p(rope_of(e), true, be0, be1);  // s, not pa: the P V of E in flight reads pa
+                    mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
+                    mj90::wgmma_wait<0>();  // P V of E done: this warpgroup is done with E
+                    mj90::mbar_arrive(&empty[e]);
+                    m0 = mb0;
+                    m1 = mb1;
+                    l0 *= be0;
+                    l1 *= be1;
+                    rescale_o(o, be0, be1);
+                    mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
+                    issue_pv_smem(o, slot_at(od) + 8 * kBlk, slot_at(od));
+                    if (i + 1 < npairs) {
+                        const int e2 = 2 * ((i + 1) & 1);
+                        mj90::mbar_wait(&full[e2], (unsigned)(((i + 1) >> 1) & 1));
+                        zero_s();  // s is not read by the P V in flight
+                        issue_qk<0, 36>(s, sq, slot_at(e2));
+                        mj90::wgmma_wait<1>();  // P V of O done
+                        mj90::mbar_arrive(&empty[od]);
+                        mj90::wgmma_wait<0>();
+                    } else {
+                        mj90::wgmma_wait<0>();
+                        mj90::mbar_arrive(&empty[od]);
+                    }
                 }
-                m0 = mb0;
-                m1 = mb1;
-                l0 *= be0;
-                l1 *= be1;
-                rescale_o(o, be0, be1);
-                mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
-                issue_pv_smem(o, sp, slot1);
-                if (i + 1 < npairs) {
-                    mj90::mbar_wait(&full[0], par ^ 1u);
-                    zero_s();  // s is not read by the P V in flight
-                    issue_qk<0, 16>(s, sq, slot0);
-                    mj90::wgmma_wait<1>();        // P V of O done
-                    mj90::mbar_arrive(&empty[1]);  // O's blocks 0-3
-                    mj90::mbar_wait(&full_hi[0], par ^ 1u);
-                    issue_qk<16, 36>(s, sq, slot0);
+            } else {
+                for (int i = 0; i < npairs; ++i) {
+                    const int e = 2 * (i & 1), od = e + 1;
+                    mj90::mbar_wait(&full[od], (unsigned)((i >> 1) & 1));
+                    zero_s();
+                    issue_qk<0, 36>(s, sq, slot_at(od));
                     mj90::wgmma_wait<0>();
-                } else {
+                    float mx0, mx1, ms0, ms1, al0, al1;
+                    mask_max(2 * i + 1, mx0, mx1);
+                    mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
+                    mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
+                    mx1 = fmaxf(mx1, s_max[row0 + 8]);
+                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
+                    __syncwarp();  // the quad's reads of mA precede the write of mB
+                    publish_max_then_pv(kBarM1, slot_at(od) + 4 * kBlk, ms0, ms1, al0, al1);
+                    store_p(rope_of(od), false, 1.f, 1.f);  // S of O has read the rope block; the P V in flight reads blocks 4-7
+                    mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
+                    issue_pv_smem(o, slot_at(e) + 8 * kBlk, slot_at(e) + 4 * kBlk);
+                    mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
+                    mj90::wgmma_wait<1>();
+                    mj90::mbar_arrive(&empty[od]);
                     mj90::wgmma_wait<0>();
-                    mj90::mbar_arrive(&empty[1]);
+                    mj90::mbar_arrive(&empty[e]);
                 }
             }
         } else {
-            for (int i = 0; i < npairs; ++i) {
-                const unsigned par = (unsigned)(i & 1);
-                mj90::mbar_wait(&full_hi[1], par);
-                zero_s();
-                issue_qk<16, 36>(s, sq, slot1);
-                mj90::mbar_wait(&full[1], par);
-                issue_qk<0, 16>(s, sq, slot1);
-                mj90::wgmma_wait<0>();
-                float mx0, mx1, ms0, ms1, al0, al1;
-                mask_max(2 * i + 1, mx0, mx1);
-                mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
-                mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
-                mx1 = fmaxf(mx1, s_max[row0 + 8]);
-                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
-                __syncwarp();  // the quad's reads of mA precede the write of mB
-                publish_max_then_pv(kBarM1, slot1 + 4 * kBlk, ms0, ms1, al0, al1);
-                store_p(smem + kOffP, false, 1.f, 1.f);
-                mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
-                issue_pv_smem(o, slot0 + 8 * kBlk, slot0 + 4 * kBlk);
-                mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
-                mj90::wgmma_wait<1>();
-                mj90::mbar_arrive(&empty_hi[1]);  // O's blocks 4-8
-                mj90::wgmma_wait<0>();
-                mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8 (P_E included)
+            if (wg == 0) {
+                if (npairs > 0) {
+                    mj90::mbar_wait(&full[0], 0u);
+                    zero_s();
+                    issue_qk<0, 16>(s, sq, slot0);
+                    mj90::mbar_wait(&full_hi[0], 0u);
+                    issue_qk<16, 36>(s, sq, slot0);
+                    mj90::wgmma_wait<0>();
+                }
+                for (int i = 0; i < npairs; ++i) {
+                    const unsigned par = (unsigned)(i & 1);
+                    float mx0, mx1, ms0, ms1, al0, al1;
+                    mask_max(2 * i, mx0, mx1);
+                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
+                    publish_max_then_pv(kBarM0, slot0, ms0, ms1, al0, al1);
+                    if constexpr (!kS2Early) {
+                        mj90::wgmma_wait<0>();
+                        mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
+                    }
+                    mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
+                    const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
+                    __syncwarp();  // the quad's reads of mB precede lane q4 == 0's write of the next pair's mA
+                    // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
+                    const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
+                    const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
+                    store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
+                    mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
+                    mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8: this warpgroup is done writing them
+                    if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
+                        mj90::wgmma_wait<0>();
+                        mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
+                    }
+                    m0 = mb0;
+                    m1 = mb1;
+                    l0 *= be0;
+                    l1 *= be1;
+                    rescale_o(o, be0, be1);
+                    mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
+                    issue_pv_smem(o, sp, slot1);
+                    if (i + 1 < npairs) {
+                        mj90::mbar_wait(&full[0], par ^ 1u);
+                        zero_s();  // s is not read by the P V in flight
+                        issue_qk<0, 16>(s, sq, slot0);
+                        mj90::wgmma_wait<1>();        // P V of O done
+                        mj90::mbar_arrive(&empty[1]);  // O's blocks 0-3
+                        mj90::mbar_wait(&full_hi[0], par ^ 1u);
+                        issue_qk<16, 36>(s, sq, slot0);
+                        mj90::wgmma_wait<0>();
+                    } else {
+                        mj90::wgmma_wait<0>();
+                        mj90::mbar_arrive(&empty[1]);
+                    }
+                }
+            } else {
+                for (int i = 0; i < npairs; ++i) {
+                    const unsigned par = (unsigned)(i & 1);
+                    mj90::mbar_wait(&full_hi[1], par);
+                    zero_s();
+                    issue_qk<16, 36>(s, sq, slot1);
+                    mj90::mbar_wait(&full[1], par);
+                    issue_qk<0, 16>(s, sq, slot1);
+                    mj90::wgmma_wait<0>();
+                    float mx0, mx1, ms0, ms1, al0, al1;
+                    mask_max(2 * i + 1, mx0, mx1);
+                    mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
+                    mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
+                    mx1 = fmaxf(mx1, s_max[row0 + 8]);
+                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
+                    __syncwarp();  // the quad's reads of mA precede the write of mB
+                    publish_max_then_pv(kBarM1, slot1 + 4 * kBlk, ms0, ms1, al0, al1);
+                    store_p(smem + kOffP, false, 1.f, 1.f);
+                    mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
+                    issue_pv_smem(o, slot0 + 8 * kBlk, slot0 + 4 * kBlk);
+                    mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
+                    mj90::wgmma_wait<1>();
+                    mj90::mbar_arrive(&empty_hi[1]);  // O's blocks 4-8
+                    mj90::wgmma_wait<0>();
+                    mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8 (P_E included)
+                }
             }
         }
         // ---- epilogue (schedule 2): the two warpgroups' row sums (both hold the same running max) through the P region ----
@@ -947,7 +1026,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     pa[2 * i] = mj_pack_bf16x2(p00, p01);
                     pa[2 * i + 1] = mj_pack_bf16x2(p10, p11);
                     *(mj_u32*)(pblk + p_off(row0, i) + q4 * 4) = pa[2 * i];
-                    *(mj_u32*)(pblk + p_off(row0 + 8, i) + q4 * 4) = pa[2 * i + 1];
+                    *(mj_u32*)(pblk + p_off(row0, i) + 8 * kPRow + q4 * 4) = pa[2 * i + 1];
                 }
                 l0 = l0 * al0 + rs0;
                 l1 = l1 * al1 + rs1;

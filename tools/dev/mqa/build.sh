@@ -30,6 +30,7 @@ while read -r tag h n s k m pp skip fp8; do
                        case $tag in *sm90o*) defs="$defs -DMJ_MQA90_SCHED=0";; esac  # the two-warpgroup S schedule
                        case $tag in *sm90pr*) defs="$defs -DMJ_MQA90_PAIR=1";; esac  # CTA pairs share the gather
                        case $tag in *sm90ps*) defs="$defs -DMJ_MQA90_PSYNC=1";; esac
+                       case $tag in *sm90*np*) defs="$defs -DMJ_MQA90_PSYNC=0";; esac  # schedule 1: P handed over by bar.arrive
                        case $tag in *sm90f8r*) defs="$defs -DMJ_MQA90_F8STAGE=0";; esac  # FP8: the register-staged producer
                        case $tag in *sm90f8st*) defs="$defs -DMJ_MQA90_F8STAGE=1";; esac  # FP8: the shared-memory-staged one
                        case $tag in *sm90f8sth*) defs="$defs -DMJ_MQA90_F8HELP=1";; esac  # staged FP8: warpgroup 1 converts half

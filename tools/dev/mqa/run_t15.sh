@@ -5,7 +5,7 @@
 # it the library (which now picks n32 for the bf16 cache above 16 heads) is built; its sparse MQA GPU tests and
 # mlajit-bench at 128 / 64 / 32 heads run on it. Prebuilt: CFG_FILE=configs_t15.h BUILD=build_t15 bash build.sh;
 # carry ["tools/dev/mqa/build_t15", ".devdeps"].
-#   run: OUT=$OUT bash tools/dev/mqa/run_t15.sh      (about 5 minutes)
+#   run: OUT=$OUT bash tools/dev/mqa/run_t15.sh      (about 6 minutes)
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT
 prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
@@ -15,25 +15,32 @@ bpid=$!
 t0=$(date +%s)
 H=tools/dev/mqa/build_t15/harness
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-timeout 150 $H --no-bench --configs h64sm90,h64sm90n32 --log $OUT/check.log > $OUT/check.out 2>&1; echo "check rc $? ($(( $(date +%s) - t0 )) s)"
+timeout 150 $H --no-bench --configs h64sm90,h64sm90n32,h64sm90n32np,h64sm90w2n32 --log $OUT/check.log > $OUT/check.out 2>&1; echo "check rc $? ($(( $(date +%s) - t0 )) s)"
 grep -E "checks" $OUT/check.log; grep -E "FAIL" $OUT/check.log | cut -c1-160 | sort | uniq -c | head
-ALL=h64sm90,h64sm90n32,h64sm90mo,h64sm90n32mo,h64sm90go,h64sm90n32go
+ALL=h64sm90,h64sm90n32,h64sm90n32np,h64sm90w2n32,h64sm90w2n32mo,h64sm90mo,h64sm90n32mo,h64sm90go,h64sm90n32go
 timeout 150 $H --no-check --paged --bench-s 8192 --bench-heads 128,64 --bench-configs $ALL --reps 5 --log $OUT/bench.log > $OUT/bench.out 2>&1
 echo "bench rc $?"; sed -n '/^config/,$p' $OUT/bench.log
-timeout 60 $H --no-check --bench-s 8192 --bench-heads 128 --bench-configs h64sm90,h64sm90n32 --reps 5 --log $OUT/bench_contig.log > /dev/null 2>&1
+timeout 60 $H --no-check --bench-s 8192 --bench-heads 128 --bench-configs h64sm90,h64sm90n32,h64sm90n32np,h64sm90w2n32 --reps 5 --log $OUT/bench_contig.log > /dev/null 2>&1
 echo "bench contiguous rc $?"; sed -n '/^config/,$p' $OUT/bench_contig.log
-timeout 60 $H --no-check --paged --scatter --bench-s 8192 --bench-heads 128 --bench-configs h64sm90,h64sm90n32 --reps 5 --log $OUT/bench_scatter.log > /dev/null 2>&1
+timeout 60 $H --no-check --paged --scatter --bench-s 8192 --bench-heads 128 --bench-configs h64sm90,h64sm90n32,h64sm90w2n32 --reps 5 --log $OUT/bench_scatter.log > /dev/null 2>&1
 echo "bench scattered rc $?"; sed -n '/^config/,$p' $OUT/bench_scatter.log
-for tool in memcheck synccheck racecheck; do
-  timeout 90 compute-sanitizer --tool $tool --print-limit 5 $H --configs h64sm90n32 --sanitize > $OUT/san_$tool.log 2>&1
-  echo "$tool h64sm90n32 rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks' $OUT/san_$tool.log | tr '\n' ' ')"
+for c in h64sm90n32 h64sm90w2n32; do
+  for tool in memcheck synccheck racecheck; do
+    timeout 90 compute-sanitizer --tool $tool --print-limit 5 $H --configs $c --sanitize > $OUT/san_${tool}_$c.log 2>&1
+    echo "$tool $c rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks' $OUT/san_${tool}_$c.log | tr '\n' ' ')"
+  done
 done
 wait $bpid; echo "library build rc $? ($(( $(date +%s) - t0 )) s)"; grep -E "error" -A4 $OUT/build.log | head -10
 MLAJIT_CACHE_DIR=/tmp/mlajit-t15-cache timeout 200 build-gpu/mlajit_gpu_tests \
   -tc="*sparse MQA over heads*,*sparse MQA contract*,*NaN or inf in sparse MQA*,*agree on DSA*,*small shapes: sparse MQA*,*mla_prefill gives the DSA*,*mla_prefill takes the engine*,*chunked*" > $OUT/gpu_tests.log 2>&1
 echo "gpu tests rc $? ($(( $(date +%s) - t0 )) s)"; grep -E "ERROR|FAILED|CRASH|test cases|assertions" $OUT/gpu_tests.log | head -8
+MLAJIT_NVRTC_FLAGS=-DMJ_MQA90_SCHED=2 MLAJIT_CACHE_DIR=/tmp/mlajit-t15-cache timeout 150 build-gpu/mlajit_gpu_tests \
+  -tc="*sparse MQA over heads*,*sparse MQA contract*,*NaN or inf in sparse MQA*,*agree on DSA*,*small shapes: sparse MQA*" > $OUT/gpu_tests_w2.log 2>&1
+echo "gpu tests, schedule 2 compiled in, rc $? ($(( $(date +%s) - t0 )) s)"; grep -E "ERROR|FAILED|CRASH|test cases|assertions" $OUT/gpu_tests_w2.log | head -8
 for h in 128 64 32; do
   MLAJIT_CACHE_DIR=/tmp/mlajit-t15-cache timeout 60 build-gpu/mlajit-bench --ops mqa --heads $h --s-q 8192 --topk 2048 --reps 10 > $OUT/lib_bench_h$h.csv 2> $OUT/lib_bench_h$h.err
   echo "library bench $h heads rc $?"; cut -d, -f3-9,13 $OUT/lib_bench_h$h.csv
 done
+MLAJIT_NVRTC_FLAGS=-DMJ_MQA90_SCHED=2 MLAJIT_CACHE_DIR=/tmp/mlajit-t15-cache timeout 60 build-gpu/mlajit-bench --ops mqa --heads 128 --s-q 8192 --topk 2048 --reps 10 > $OUT/lib_bench_w2_h128.csv 2> $OUT/lib_bench_w2_h128.err
+echo "library bench 128 heads, schedule 2, rc $?"; cut -d, -f3-9,13 $OUT/lib_bench_w2_h128.csv
 tar czf $OUT/logs.tgz -C $OUT --exclude=logs.tgz . 2>/dev/null
