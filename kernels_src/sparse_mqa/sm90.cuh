@@ -817,159 +817,111 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             rescale_o(o, al0, al1);
             issue_pv_regs(o, pa, vbase);
         };
-        if constexpr (kSmallTiles) {
-            // 32-key tiles in four slots: pair i = E in slot e = 2 (i % 2) and O in slot e + 1, while pair i + 1 lands in the
-            // other two. Each slot is released whole, by both warpgroups (E: warpgroup 0 after its P V of E and its store of
-            // P_E into E's rope block, warpgroup 1 after its P V of E; O the same way round), and P_O lives in O's rope block.
-            auto slot_at = [&](int slot) { return sk + (unsigned)(slot * kTileBytes); };
-            auto rope_of = [&](int slot) { return smem + kOffK + slot * kTileBytes + 8 * kBlk; };
-            if (wg == 0) {
-                if (npairs > 0) {
-                    mj90::mbar_wait(&full[0], 0u);
-                    zero_s();
-                    issue_qk<0, 36>(s, sq, sk);
+        // Pair i: E in slot e_of(i), O in the next; 32-key tiles alternate between slots 0-1 and 2-3 (each filled and
+        // released whole, by both warpgroups), 64-key tiles use slots 0-1 in halves (blocks 0-3 / 4-8, full_hi / empty_hi).
+        // P_E lives in E's rope block; P_O in O's (32-key tiles) or in the P region (64-key tiles).
+        auto e_of = [&](int i) { return kSmallTiles ? 2 * (i & 1) : 0; };
+        auto phase_of = [&](int i) { return (unsigned)(kSmallTiles ? (i >> 1) & 1 : i & 1); };
+        auto slot_at = [&](int slot) { return sk + (unsigned)(slot * kTileBytes); };
+        auto rope_of = [&](int slot) { return smem + kOffK + slot * kTileBytes + 8 * kBlk; };
+        // S of E (warpgroup 0: blocks 0-3 first) or of O (warpgroup 1: blocks 4-8 first) of pair i issued, as its parts
+        // land; `between` runs after the first part's issue.
+        auto issue_s_pair = [&](int i, bool odd, auto&& between) {
+            const int slot = e_of(i) + (odd ? 1 : 0);
+            const unsigned ph = phase_of(i);
+            zero_s();
+            if constexpr (kSmallTiles) {
+                mj90::mbar_wait(&full[slot], ph);
+                issue_qk<0, 36>(s, sq, slot_at(slot));
+                between();
+            } else if (!odd) {
+                mj90::mbar_wait(&full[0], ph);
+                issue_qk<0, 16>(s, sq, slot0);
+                between();
+                mj90::mbar_wait(&full_hi[0], ph);
+                issue_qk<16, 36>(s, sq, slot0);
+            } else {
+                mj90::mbar_wait(&full_hi[1], ph);
+                issue_qk<16, 36>(s, sq, slot1);
+                between();
+                mj90::mbar_wait(&full[1], ph);
+                issue_qk<0, 16>(s, sq, slot1);
+            }
+        };
+        auto nothing = [] {};
+        if (wg == 0) {
+            if (npairs > 0) {
+                issue_s_pair(0, false, nothing);
+                mj90::wgmma_wait<0>();
+            }
+            for (int i = 0; i < npairs; ++i) {
+                const int e = e_of(i), od = e + 1;
+                float mx0, mx1, ms0, ms1, al0, al1;
+                mask_max(2 * i, mx0, mx1);
+                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
+                publish_max_then_pv(kBarM0, slot_at(e), ms0, ms1, al0, al1);
+                if constexpr (!kSmallTiles && !kS2Early) {
                     mj90::wgmma_wait<0>();
+                    mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
                 }
-                for (int i = 0; i < npairs; ++i) {
-                    const int e = 2 * (i & 1), od = e + 1;
-                    float mx0, mx1, ms0, ms1, al0, al1;
-                    mask_max(2 * i, mx0, mx1);
-                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
-                    publish_max_then_pv(kBarM0, slot_at(e), ms0, ms1, al0, al1);
-                    mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
-                    const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
-                    __syncwarp();  // the quad's reads of mB precede lane q4 == 0's write of the next pair's mA
-                    const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
-                    const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
-                    store_p(rope_of(e), true, be0, be1);  // s, not pa: the P V of E in flight reads pa
-                    mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
+                mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
+                const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
+                __syncwarp();  // the quad's reads of mB precede lane q4 == 0's write of the next pair's mA
+                // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
+                const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
+                const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
+                store_p(rope_of(e), true, be0, be1);  // E's rope block: S_E has read it (s, not pa: a P V in flight reads pa)
+                mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
+                if constexpr (kSmallTiles) {
                     mj90::wgmma_wait<0>();  // P V of E done: this warpgroup is done with E
                     mj90::mbar_arrive(&empty[e]);
-                    m0 = mb0;
-                    m1 = mb1;
-                    l0 *= be0;
-                    l1 *= be1;
-                    rescale_o(o, be0, be1);
-                    mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
-                    issue_pv_smem(o, slot_at(od) + 8 * kBlk, slot_at(od));
-                    if (i + 1 < npairs) {
-                        const int e2 = 2 * ((i + 1) & 1);
-                        mj90::mbar_wait(&full[e2], (unsigned)(((i + 1) >> 1) & 1));
-                        zero_s();  // s is not read by the P V in flight
-                        issue_qk<0, 36>(s, sq, slot_at(e2));
-                        mj90::wgmma_wait<1>();  // P V of O done
-                        mj90::mbar_arrive(&empty[od]);
-                        mj90::wgmma_wait<0>();
-                    } else {
-                        mj90::wgmma_wait<0>();
-                        mj90::mbar_arrive(&empty[od]);
-                    }
-                }
-            } else {
-                for (int i = 0; i < npairs; ++i) {
-                    const int e = 2 * (i & 1), od = e + 1;
-                    mj90::mbar_wait(&full[od], (unsigned)((i >> 1) & 1));
-                    zero_s();
-                    issue_qk<0, 36>(s, sq, slot_at(od));
-                    mj90::wgmma_wait<0>();
-                    float mx0, mx1, ms0, ms1, al0, al1;
-                    mask_max(2 * i + 1, mx0, mx1);
-                    mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
-                    mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
-                    mx1 = fmaxf(mx1, s_max[row0 + 8]);
-                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
-                    __syncwarp();  // the quad's reads of mA precede the write of mB
-                    publish_max_then_pv(kBarM1, slot_at(od) + 4 * kBlk, ms0, ms1, al0, al1);
-                    store_p(rope_of(od), false, 1.f, 1.f);  // S of O has read the rope block; the P V in flight reads blocks 4-7
-                    mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
-                    issue_pv_smem(o, slot_at(e) + 8 * kBlk, slot_at(e) + 4 * kBlk);
-                    mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
-                    mj90::wgmma_wait<1>();
-                    mj90::mbar_arrive(&empty[od]);
-                    mj90::wgmma_wait<0>();
-                    mj90::mbar_arrive(&empty[e]);
-                }
-            }
-        } else {
-            if (wg == 0) {
-                if (npairs > 0) {
-                    mj90::mbar_wait(&full[0], 0u);
-                    zero_s();
-                    issue_qk<0, 16>(s, sq, slot0);
-                    mj90::mbar_wait(&full_hi[0], 0u);
-                    issue_qk<16, 36>(s, sq, slot0);
-                    mj90::wgmma_wait<0>();
-                }
-                for (int i = 0; i < npairs; ++i) {
-                    const unsigned par = (unsigned)(i & 1);
-                    float mx0, mx1, ms0, ms1, al0, al1;
-                    mask_max(2 * i, mx0, mx1);
-                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
-                    publish_max_then_pv(kBarM0, slot0, ms0, ms1, al0, al1);
-                    if constexpr (!kS2Early) {
-                        mj90::wgmma_wait<0>();
-                        mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
-                    }
-                    mj90::named_bar_sync_unaligned(kBarM1, kConsumers);
-                    const float mb0 = s_max[row0], mb1 = s_max[row0 + 8];
-                    __syncwarp();  // the quad's reads of mB precede lane q4 == 0's write of the next pair's mA
-                    // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
-                    const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
-                    const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
-                    store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
-                    mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
+                } else {
                     mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8: this warpgroup is done writing them
                     if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
                         mj90::wgmma_wait<0>();
                         mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
                     }
-                    m0 = mb0;
-                    m1 = mb1;
-                    l0 *= be0;
-                    l1 *= be1;
-                    rescale_o(o, be0, be1);
-                    mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
-                    issue_pv_smem(o, sp, slot1);
-                    if (i + 1 < npairs) {
-                        mj90::mbar_wait(&full[0], par ^ 1u);
-                        zero_s();  // s is not read by the P V in flight
-                        issue_qk<0, 16>(s, sq, slot0);
+                }
+                m0 = mb0;
+                m1 = mb1;
+                l0 *= be0;
+                l1 *= be1;
+                rescale_o(o, be0, be1);
+                mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
+                issue_pv_smem(o, kSmallTiles ? slot_at(od) + 8 * kBlk : sp, slot_at(od));
+                if (i + 1 < npairs) {
+                    issue_s_pair(i + 1, false, [&] {  // s is not read by the P V in flight
                         mj90::wgmma_wait<1>();        // P V of O done
-                        mj90::mbar_arrive(&empty[1]);  // O's blocks 0-3
-                        mj90::mbar_wait(&full_hi[0], par ^ 1u);
-                        issue_qk<16, 36>(s, sq, slot0);
-                        mj90::wgmma_wait<0>();
-                    } else {
-                        mj90::wgmma_wait<0>();
-                        mj90::mbar_arrive(&empty[1]);
-                    }
-                }
-            } else {
-                for (int i = 0; i < npairs; ++i) {
-                    const unsigned par = (unsigned)(i & 1);
-                    mj90::mbar_wait(&full_hi[1], par);
-                    zero_s();
-                    issue_qk<16, 36>(s, sq, slot1);
-                    mj90::mbar_wait(&full[1], par);
-                    issue_qk<0, 16>(s, sq, slot1);
+                        mj90::mbar_arrive(&empty[od]);  // O (64-key tiles: its blocks 0-3)
+                    });
                     mj90::wgmma_wait<0>();
-                    float mx0, mx1, ms0, ms1, al0, al1;
-                    mask_max(2 * i + 1, mx0, mx1);
-                    mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
-                    mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
-                    mx1 = fmaxf(mx1, s_max[row0 + 8]);
-                    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
-                    __syncwarp();  // the quad's reads of mA precede the write of mB
-                    publish_max_then_pv(kBarM1, slot1 + 4 * kBlk, ms0, ms1, al0, al1);
-                    store_p(smem + kOffP, false, 1.f, 1.f);
-                    mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
-                    issue_pv_smem(o, slot0 + 8 * kBlk, slot0 + 4 * kBlk);
-                    mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
-                    mj90::wgmma_wait<1>();
-                    mj90::mbar_arrive(&empty_hi[1]);  // O's blocks 4-8
+                } else {
                     mj90::wgmma_wait<0>();
-                    mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8 (P_E included)
+                    mj90::mbar_arrive(&empty[od]);
                 }
+            }
+        } else {
+            for (int i = 0; i < npairs; ++i) {
+                const int e = e_of(i), od = e + 1;
+                issue_s_pair(i, true, nothing);
+                mj90::wgmma_wait<0>();
+                float mx0, mx1, ms0, ms1, al0, al1;
+                mask_max(2 * i + 1, mx0, mx1);
+                mj90::named_bar_sync_unaligned(kBarM0, kConsumers);
+                mx0 = fmaxf(mx0, s_max[row0]);  // mA >= m
+                mx1 = fmaxf(mx1, s_max[row0 + 8]);
+                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
+                __syncwarp();  // the quad's reads of mA precede the write of mB
+                publish_max_then_pv(kBarM1, slot_at(od) + 4 * kBlk, ms0, ms1, al0, al1);
+                // S of O has read its rope block; the P V in flight reads blocks 4-7 and pa.
+                store_p(kSmallTiles ? rope_of(od) : smem + kOffP, false, 1.f, 1.f);
+                mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
+                issue_pv_smem(o, slot_at(e) + 8 * kBlk, slot_at(e) + 4 * kBlk);
+                mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
+                mj90::wgmma_wait<1>();
+                mj90::mbar_arrive(kSmallTiles ? &empty[od] : &empty_hi[1]);  // O (64-key tiles: its blocks 4-8)
+                mj90::wgmma_wait<0>();
+                mj90::mbar_arrive(kSmallTiles ? &empty[e] : &empty_hi[0]);  // E (64-key tiles: its blocks 4-8, P_E included)
             }
         }
         // ---- epilogue (schedule 2): the two warpgroups' row sums (both hold the same running max) through the P region ----
