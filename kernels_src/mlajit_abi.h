@@ -203,14 +203,11 @@ static constexpr int mj_mqa_smem_bytes_fp8(int block_h, int block_n, int stages)
            (block_h == 64 ? block_n * 128 : 0) + 512 + 4 * block_h + stages * block_n + mj_mqa_index_set_bytes;
 }
 // Sparse MQA, Hopper tier (sparse_mqa/sm90.cuh): one token x 64 heads a block, two math warpgroups + one
-// producer warpgroup; Q, a ring of 64-key (2 slots) or 32-key (4 slots) tiles (576 wide), P (bf16 64 x block_n), row-stat scratch, the ring's
+// producer warpgroup; Q, a 2-slot ring of 64-key tiles (576 wide), P (bf16 64 x 64), row-stat scratch, the ring's
 // mbarriers and the row's key set. The FP8 form (KV_FP8 = 1) uses the same layout: its producer dequantizes
 // into the ring from registers.
 static constexpr int mj_mqa90_threads() { return 3 * 128; }
-// block_n / stages: 64 / 2 (every form), or 32 / 4 (bf16, the same ring bytes in four smaller slots).
-static constexpr int mj_mqa90_smem_bytes(int block_n = 64, int stages = 2) {
-    return 9 * 64 * 128 + stages * 9 * block_n * 128 + block_n * 128 + 2 * 64 * 4 + stages * 2 * 8 + mj_mqa_index_set_bytes;
-}
+static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 + 2 * 64 * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes; }
 // Sparse MQA, Hopper tier for 16 / 32 heads (sparse_mqa/sm90_t.cuh: keys as the wgmma M dimension): Q [block_h x 576],
 // a ring of STAGES tiles of BLOCK_N keys, the tile maxima exchange ([2][2][4][block_h] fp32), the epilogue's row sums and maxima
 // ([2][4][block_h] + [2][block_h] fp32), the ring's mbarriers and the row's key set; mj_mqa90_threads() threads.

@@ -3,10 +3,10 @@
 // Semantics: DESIGN.md section 2 and the SparseMqaFwdParams comment in mlajit_abi.h (the same as the
 // portable tier, sparse_mqa/sm80.cuh; both build the row's compacted key set with sparse_mqa/index_set.cuh).
 //
-// Supported specializations: BLOCK_H 64, BLOCK_N 64, STAGES 2 (every form below; mj_mqa90_smem_bytes(64, 2):
-// 232,000 B of the 232,448 an sm_90 block may opt into), and BLOCK_N 32, STAGES 4 (bf16, schedule 1 only: the same
-// ring bytes in four 32-key slots, so that three slots can be in flight while one is computed; a slot turns around
-// in half a 64-key tile's math). grid = (tokens, ceil(h / 64)), mj_mqa90_threads() threads.
+// Supported specialization: BLOCK_H 64, BLOCK_N 64, STAGES 2 (mj_mqa90_smem_bytes: 232,000 B of the
+// 232,448 an sm_90 block may opt into). grid = (tokens, ceil(h / 64)), mj_mqa90_threads() threads. 32-key tiles in
+// four slots (schedules 1 and 2, commit 6949765) measured 33-36 % slower on an H100 and were removed (docs/PERF.md,
+// "32-key tiles in four slots").
 //
 // Design (one block = one query token x 64 heads; the loop runs over 64-key tiles of the compacted set):
 //  * Q [64 x 576] stays in shared memory; every gathered K tile [64 x 576] lands in a 2-slot ring. Both
@@ -128,23 +128,21 @@ constexpr int kH = MJ_BLOCK_H;
 constexpr int kN = MJ_BLOCK_N;
 constexpr int kS = MJ_STAGES;
 static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized for 512 latent + 64 rope");
-static_assert(kH == 64 && ((kN == 64 && kS == 2) || (kN == 32 && kS == 4)),
-              "sparse MQA sm90: the supported specializations are 64 heads x 64 keys x 2 stages and 64 x 32 x 4");
+static_assert(kH == 64 && kN == 64 && kS == 2, "sparse MQA sm90: the supported specialization is 64 x 64, 2 stages");
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
 constexpr int kThreads = mj_mqa90_threads();
 constexpr int kConsumers = 256;   // two math warpgroups
-constexpr int kQBlk = kH * 128;   // one 64-column block of Q [64 heads x 576], bytes
-constexpr int kBlk = kN * 128;    // one 64-column block of a kN-row tile, bytes
+constexpr int kBlk = 64 * 128;    // one 64-column block of a 64-row tile, bytes
 constexpr int kTileBytes = 9 * kBlk;
 // Shared memory layout (bytes).
 constexpr int kOffQ = 0;
-constexpr int kOffK = 9 * kQBlk;
-constexpr int kOffP = kOffK + kS * kTileBytes;  // P bf16 [64 heads][kN keys] (schedules 0, 2), swizzled like a tile block
+constexpr int kOffK = kTileBytes;
+constexpr int kOffP = kOffK + kS * kTileBytes;  // P bf16 [64 heads][64 keys], swizzled like a tile block
 constexpr int kOffMax = kOffP + kBlk;           // fp32 [2 warpgroups][64 rows]: tile row maxima, then row sums
 constexpr int kOffBar = kOffMax + 2 * 64 * 4;   // mbarriers full[kS], empty[kS]
 constexpr int kOffSet = kOffBar + 2 * kS * 8;   // the row's key set (index_set.cuh)
 constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
-static_assert(kSmem == mj_mqa90_smem_bytes(kN, kS), "sparse MQA sm90: layout and mj_mqa90_smem_bytes disagree");
+static_assert(kSmem == mj_mqa90_smem_bytes(), "sparse MQA sm90: layout and mj_mqa90_smem_bytes disagree");
 static_assert(kSmem <= 232448, "sparse MQA sm90: over the per-block shared memory of sm_90");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads (schedule 0)
@@ -199,20 +197,7 @@ constexpr int kOffOwn = kOffP + 1024;
 // Staged FP8: empty_hi[s] (warpgroup 1 is done with slot s: its blocks 4-8 may take the next raw rows) at kOffOwn,
 // and the 4 fp32 scales of every row of slot s at kOffScale + s * 1024.
 constexpr int kOffScale = kOffP + 2048;
-static_assert(!kF8Stage || kOffScale + kS * 1024 <= kOffP + kBlk, "the staged FP8 scales fit in the P region");
-// 32-key tiles: bf16 schedule 1 alone (the other forms index their tiles as 64 rows).
-static_assert(kN == 64 || ((kSched1 || kSched2) && !kFp8 && !kPair && !kSplitRel && MJ_MQA90_LATEHO == 0),
-              "sparse MQA sm90: 32-key tiles are built for the bf16 cache's schedules 1 and 2 only");
-// 32-key tiles in four slots: every slot is filled and released whole (schedule 2: a pair's two slots while the next
-// pair's two land; each warpgroup stores its P into its own tile's rope block).
-constexpr bool kSmallTiles = kN == 32;
-// P [64 heads x kN keys] bf16 as wgmma's K-major A operand: rows of kN * 2 bytes with the swizzle of that width
-// (128 B for 64 keys, 64 B for 32), so schedule 1's P fits the tile's rope block (kBlk bytes) at either tile size. Row r + 8
-// sits 8 kPRow bytes after row r at the same chunk (both swizzles repeat every 8 rows).
-constexpr int kPRow = kN * 2;
-MJ_DEVICE unsigned p_off(int r, int chunk) {
-    return kN == 64 ? (unsigned)(r * 128 + ((chunk ^ (r & 7)) << 4)) : (unsigned)(r * 64 + ((chunk ^ ((r >> 1) & 3)) << 4));
-}
+static_assert(kOffScale + kS * 1024 <= kOffP + kBlk, "the staged FP8 scales fit in the P region");
 // Staged FP8, raw codes of producer warp pw (rows 16 pw .. 16 pw + 15) in its own rows of blocks 4-7: the 64 codes
 // of output column block b (b = 0..7) of row i (0..15) at block 4 + b / 2, byte pw * 2048 + (b & 1) * 1024 + i * 64,
 // 16-byte chunk q (0..3) at (q ^ ((i >> 1) & 1)): the dequantization of block b reads them conflict-free, and
@@ -268,53 +253,49 @@ MJ_DEVICE void rescale_o(float (&o)[128], float al0, float al1) {
 // The math warpgroups' wgmma groups (each: fence, the instructions, one commit; MJ_MQA90_DEV_SKIP 1 leaves the
 // instructions out). S[64 heads x 64 keys] += Q K^T over the k-steps [K0, K1) of the tile at `tile` (16 a
 // 64-column block; block 8 is the rope), Q at `sq`.
-template <int K0, int K1, int NREG>
-MJ_DEVICE void issue_qk(float (&s)[NREG], unsigned sq, unsigned tile) {
+template <int K0, int K1>
+MJ_DEVICE void issue_qk(float (&s)[32], unsigned sq, unsigned tile) {
     mj90::wgmma_fence();
     if constexpr (MJ_MQA90_DEV_SKIP != 1) {
 #pragma unroll
         for (int kk = K0; kk < K1; ++kk) {
-            const unsigned long long qa = mj90::smem_desc_addr(sq + (kk >> 2) * kQBlk + (kk & 3) * 32, 128, 1024, 16);
-            const unsigned long long kb = mj90::smem_desc_addr(tile + (kk >> 2) * kBlk + (kk & 3) * 32, 128, 1024, 16);
-            if constexpr (NREG == 32) mj90::wgmma_m64n64k16_ss(s, qa, kb);
-            else mj90::wgmma_m64n32k16_ss<0>(s, qa, kb);
+            const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32;
+            mj90::wgmma_m64n64k16_ss(s, mj90::smem_desc_addr(sq + koff, 128, 1024, 16), mj90::smem_desc_addr(tile + koff, 128, 1024, 16));
         }
     }
     mj90::wgmma_commit();
 }
-// O[64 x 256] += P V, V = four 64-column blocks at `vbase` read MN-major, P [64 x kN] bf16 from registers (A
+// O[64 x 256] += P V, V = four 64-column blocks at `vbase` read MN-major, P [64 x 64] bf16 from registers (A
 // fragments: k-step j is pa[4j..4j+3]) ...
-template <int NPA>
-MJ_DEVICE void issue_pv_regs(float (&o)[128], const mj_u32 (&pa)[NPA], unsigned vbase) {
+MJ_DEVICE void issue_pv_regs(float (&o)[128], const mj_u32 (&pa)[16], unsigned vbase) {
     mj90::wgmma_fence();
     if constexpr (MJ_MQA90_DEV_SKIP != 1) {
 #pragma unroll
-        for (int j = 0; j < NPA / 4; ++j) {
+        for (int j = 0; j < 4; ++j) {
             const mj_u32 a4[4] = {pa[4 * j], pa[4 * j + 1], pa[4 * j + 2], pa[4 * j + 3]};
             mj90::wgmma_m64n256k16_rs<1>(o, a4, mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
         }
     }
     mj90::wgmma_commit();
 }
-// ... or from shared memory at `pbase` (rows of kPRow bytes, p_off).
+// ... or from shared memory at `pbase` (swizzled like a tile block).
 MJ_DEVICE void issue_pv_smem(float (&o)[128], unsigned pbase, unsigned vbase) {
     mj90::wgmma_fence();
     if constexpr (MJ_MQA90_DEV_SKIP != 1) {
 #pragma unroll
-        for (int j = 0; j < kN / 16; ++j)
-            mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(pbase + j * 32, kPRow, 8 * kPRow, 16),
+        for (int j = 0; j < 4; ++j)
+            mj90::wgmma_m64n256k16_ss<1>(o, mj90::smem_desc_addr(pbase + j * 32, 128, 1024, 16),
                                          mj90::smem_desc_addr(vbase + j * 2048, 128, 1024, kBlk));
     }
     mj90::wgmma_commit();
 }
 
-// S of a kN-key tile (m64 x kN accumulator, rows row0 and row0 + 8 of the thread): the columns past the key set
+// S of a 64-key tile (m64n64 accumulator, rows row0 and row0 + 8 of the thread): the columns past the key set
 // set to -inf (column c of this thread is valid iff c - 2 q4 < lim), and the two rows' maxima over the tile.
-template <int NREG>
-MJ_DEVICE void mask_tile_max(float (&s)[NREG], int lim, float& mx0, float& mx1) {
+MJ_DEVICE void mask_tile_max(float (&s)[32], int lim, float& mx0, float& mx1) {
     mx0 = mx1 = MJ_NEG_INF;
 #pragma unroll
-    for (int i = 0; i < NREG / 4; ++i)
+    for (int i = 0; i < 8; ++i)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
             if (i * 8 + j >= lim) s[4 * i + j] = s[4 * i + 2 + j] = MJ_NEG_INF;
@@ -349,7 +330,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     const unsigned crank = kPair ? mj90::cluster_ctarank() : 0u;
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            if constexpr (kSched2 && !kSmallTiles) {
+            if constexpr (kSched2) {
                 unsigned long long* hi = (unsigned long long*)(smem + kOffBarHi);
                 mj90::mbar_init(&full[s], 128);    // every producer thread's cp.async of blocks 0-3
                 mj90::mbar_init(&hi[s], 128);      // full_hi: blocks 4-8
@@ -593,7 +574,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         mj90::cp_async_wait<0>();
         return;
     }
-    if (kSched2 && !kSmallTiles && warp >= 8) {
+    if (kSched2 && warp >= 8) {
         // ---- producer, schedule 2: pair i = tiles E = 2i (slot 0) and O = 2i + 1 (slot 1; rows past the key set,
         // a whole tile O for an odd tile count included, load zeros and are masked by the math). Each half of a slot
         // is refilled as soon as its last reader released it, in the order they free up: blocks 0-3 of E (warpgroup
@@ -644,7 +625,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         return;
     }
     if (!kFp8 && warp >= 8) {  // (kFp8 producers returned above)
-        // ---- producer: gather tile t into slot t % kS. Warp pw copies kN / 4 rows from row kN / 4 pw on, one row at
+        // ---- producer: gather tile t into slot t % kS. Warp pw copies rows 16 pw .. 16 pw + 15, one row at
         // a time with all 32 lanes (chunks lane, lane + 32, lane + 64 of its 72): each copy instruction reads
         // 512 contiguous bytes of one latent row, and its shared-memory writes fill every bank 4 times.
         // Pair mode: columns 0..511 of rows 32 crank + 8 pw .. + 7 (this CTA's half), and the rope block (column
@@ -654,11 +635,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         // block), completing on the peer's "full" barrier, and announces the peer's half on its own.
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
-        constexpr int kRows = kPair ? 8 : kN / 4;  // rows a warp copies per tile
+        constexpr int kRows = kPair ? 8 : 16;  // rows a warp copies per tile
         const int rbase = (kPair ? 32 * (int)crank : 0) + pw * kRows;
-        // Schedule 2 computes tiles in pairs: an odd count gets a last tile of zeros (rows past the set), masked by the math.
-        const int nfill = kSched2 ? 2 * ((ntiles + 1) >> 1) : ntiles;
-        for (int t = 0; t < nfill; ++t) {
+        for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
             const int c = t * kN + rbase + (lane % kRows);  // the other lanes repeat lanes 0..kRows-1's rows
             const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
@@ -766,12 +745,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         unsigned long long* full_hi = (unsigned long long*)(smem + kOffBarHi);
         unsigned long long* empty_hi = full_hi + kS;
         const int npairs = (ntiles + 1) >> 1;
-        const unsigned slot0 = sk, slot1 = sk + kTileBytes;  // 64-key tiles; 32-key tiles: pair i in slots 2 (i % 2), + 1
-        float s[kN / 2];
-        mj_u32 pa[kN / 4];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
+        const unsigned slot0 = sk, slot1 = sk + kTileBytes;
+        float s[32];
+        mj_u32 pa[16];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
         auto zero_s = [&] {
 #pragma unroll
-            for (int i = 0; i < kN / 2; ++i) s[i] = 0.f;
+            for (int i = 0; i < 32; ++i) s[i] = 0.f;
         };
         // Masks the columns of tile t past the key set; returns the tile's row maxima.
         auto mask_max = [&](int t, float& mx0, float& mx1) { mask_tile_max(s, nvalid - t * kN - 2 * q4, mx0, mx1); };
@@ -779,7 +758,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         auto exponentiate = [&](float ms0, float ms1, float& rs0, float& rs1) {
             rs0 = rs1 = 0.f;
 #pragma unroll
-            for (int i = 0; i < kN / 8; ++i) {
+            for (int i = 0; i < 8; ++i) {
                 s[4 * i] = mj_exp2(fmaf(s[4 * i], sl2, -ms0));
                 s[4 * i + 1] = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
                 s[4 * i + 2] = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1));
@@ -790,14 +769,16 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 pa[2 * i + 1] = mj_pack_bf16x2(s[4 * i + 2], s[4 * i + 3]);
             }
         };
-        // Stores pa (warpgroup 1) or s * beta (warpgroup 0) as bf16 [64 rows][kN keys] (p_off).
+        // Stores pa (warpgroup 1) or s * beta (warpgroup 0) as bf16 [64 rows][64 keys], swizzled like a tile block.
         auto store_p = [&](unsigned char* pbase, bool scaled, float b0, float b1) {
+            unsigned char* prow0 = pbase + row0 * 128;
+            unsigned char* prow1 = prow0 + 8 * 128;
 #pragma unroll
-            for (int i = 0; i < kN / 8; ++i) {
+            for (int i = 0; i < 8; ++i) {
                 const mj_u32 v0 = scaled ? mj_pack_bf16x2(s[4 * i] * b0, s[4 * i + 1] * b0) : pa[2 * i];
                 const mj_u32 v1 = scaled ? mj_pack_bf16x2(s[4 * i + 2] * b1, s[4 * i + 3] * b1) : pa[2 * i + 1];
-                *(mj_u32*)(pbase + p_off(row0, i) + q4 * 4) = v0;
-                *(mj_u32*)(pbase + p_off(row0, i) + 8 * kPRow + q4 * 4) = v1;
+                *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = v0;
+                *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = v1;
             }
             mj90::fence_proxy_async();  // P (ordinary stores) is read by the other warpgroup's wgmma
         };
@@ -817,50 +798,22 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             rescale_o(o, al0, al1);
             issue_pv_regs(o, pa, vbase);
         };
-        // Pair i: E in slot e_of(i), O in the next; 32-key tiles alternate between slots 0-1 and 2-3 (each filled and
-        // released whole, by both warpgroups), 64-key tiles use slots 0-1 in halves (blocks 0-3 / 4-8, full_hi / empty_hi).
-        // P_E lives in E's rope block; P_O in O's (32-key tiles) or in the P region (64-key tiles).
-        auto e_of = [&](int i) { return kSmallTiles ? 2 * (i & 1) : 0; };
-        auto phase_of = [&](int i) { return (unsigned)(kSmallTiles ? (i >> 1) & 1 : i & 1); };
-        auto slot_at = [&](int slot) { return sk + (unsigned)(slot * kTileBytes); };
-        auto rope_of = [&](int slot) { return smem + kOffK + slot * kTileBytes + 8 * kBlk; };
-        // S of E (warpgroup 0: blocks 0-3 first) or of O (warpgroup 1: blocks 4-8 first) of pair i issued, as its parts
-        // land; `between` runs after the first part's issue.
-        auto issue_s_pair = [&](int i, bool odd, auto&& between) {
-            const int slot = e_of(i) + (odd ? 1 : 0);
-            const unsigned ph = phase_of(i);
-            zero_s();
-            if constexpr (kSmallTiles) {
-                mj90::mbar_wait(&full[slot], ph);
-                issue_qk<0, 36>(s, sq, slot_at(slot));
-                between();
-            } else if (!odd) {
-                mj90::mbar_wait(&full[0], ph);
-                issue_qk<0, 16>(s, sq, slot0);
-                between();
-                mj90::mbar_wait(&full_hi[0], ph);
-                issue_qk<16, 36>(s, sq, slot0);
-            } else {
-                mj90::mbar_wait(&full_hi[1], ph);
-                issue_qk<16, 36>(s, sq, slot1);
-                between();
-                mj90::mbar_wait(&full[1], ph);
-                issue_qk<0, 16>(s, sq, slot1);
-            }
-        };
-        auto nothing = [] {};
         if (wg == 0) {
             if (npairs > 0) {
-                issue_s_pair(0, false, nothing);
+                mj90::mbar_wait(&full[0], 0u);
+                zero_s();
+                issue_qk<0, 16>(s, sq, slot0);
+                mj90::mbar_wait(&full_hi[0], 0u);
+                issue_qk<16, 36>(s, sq, slot0);
                 mj90::wgmma_wait<0>();
             }
             for (int i = 0; i < npairs; ++i) {
-                const int e = e_of(i), od = e + 1;
+                const unsigned par = (unsigned)(i & 1);
                 float mx0, mx1, ms0, ms1, al0, al1;
                 mask_max(2 * i, mx0, mx1);
                 mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mA now
-                publish_max_then_pv(kBarM0, slot_at(e), ms0, ms1, al0, al1);
-                if constexpr (!kSmallTiles && !kS2Early) {
+                publish_max_then_pv(kBarM0, slot0, ms0, ms1, al0, al1);
+                if constexpr (!kS2Early) {
                     mj90::wgmma_wait<0>();
                     mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
                 }
@@ -870,17 +823,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 // mB >= mA; a row with nothing valid in E (mA = -inf) has P_E = 0 and O0 = 0: factor 1.
                 const float be0 = m0 == MJ_NEG_INF ? 1.f : mj_exp2(ms0 - __fmul_rn(mb0, sl2));
                 const float be1 = m1 == MJ_NEG_INF ? 1.f : mj_exp2(ms1 - __fmul_rn(mb1, sl2));
-                store_p(rope_of(e), true, be0, be1);  // E's rope block: S_E has read it (s, not pa: a P V in flight reads pa)
+                store_p(smem + kOffK + 8 * kBlk, true, be0, be1);  // E's rope block: S_E has read it
                 mj90::named_bar_arrive_unaligned(kBarPE, kConsumers);
-                if constexpr (kSmallTiles) {
-                    mj90::wgmma_wait<0>();  // P V of E done: this warpgroup is done with E
-                    mj90::mbar_arrive(&empty[e]);
-                } else {
-                    mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8: this warpgroup is done writing them
-                    if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
-                        mj90::wgmma_wait<0>();
-                        mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
-                    }
+                mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8: this warpgroup is done writing them
+                if constexpr (kS2Early) {  // the P V above ran during the wait for mB and the store of P_E
+                    mj90::wgmma_wait<0>();
+                    mj90::mbar_arrive(&empty[0]);  // E's blocks 0-3
                 }
                 m0 = mb0;
                 m1 = mb1;
@@ -888,22 +836,29 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 l1 *= be1;
                 rescale_o(o, be0, be1);
                 mj90::named_bar_sync_unaligned(kBarPO, kConsumers);
-                issue_pv_smem(o, kSmallTiles ? slot_at(od) + 8 * kBlk : sp, slot_at(od));
+                issue_pv_smem(o, sp, slot1);
                 if (i + 1 < npairs) {
-                    issue_s_pair(i + 1, false, [&] {  // s is not read by the P V in flight
-                        mj90::wgmma_wait<1>();        // P V of O done
-                        mj90::mbar_arrive(&empty[od]);  // O (64-key tiles: its blocks 0-3)
-                    });
+                    mj90::mbar_wait(&full[0], par ^ 1u);
+                    zero_s();  // s is not read by the P V in flight
+                    issue_qk<0, 16>(s, sq, slot0);
+                    mj90::wgmma_wait<1>();        // P V of O done
+                    mj90::mbar_arrive(&empty[1]);  // O's blocks 0-3
+                    mj90::mbar_wait(&full_hi[0], par ^ 1u);
+                    issue_qk<16, 36>(s, sq, slot0);
                     mj90::wgmma_wait<0>();
                 } else {
                     mj90::wgmma_wait<0>();
-                    mj90::mbar_arrive(&empty[od]);
+                    mj90::mbar_arrive(&empty[1]);
                 }
             }
         } else {
             for (int i = 0; i < npairs; ++i) {
-                const int e = e_of(i), od = e + 1;
-                issue_s_pair(i, true, nothing);
+                const unsigned par = (unsigned)(i & 1);
+                mj90::mbar_wait(&full_hi[1], par);
+                zero_s();
+                issue_qk<16, 36>(s, sq, slot1);
+                mj90::mbar_wait(&full[1], par);
+                issue_qk<0, 16>(s, sq, slot1);
                 mj90::wgmma_wait<0>();
                 float mx0, mx1, ms0, ms1, al0, al1;
                 mask_max(2 * i + 1, mx0, mx1);
@@ -912,16 +867,15 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mx1 = fmaxf(mx1, s_max[row0 + 8]);
                 mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);  // m = mB now
                 __syncwarp();  // the quad's reads of mA precede the write of mB
-                publish_max_then_pv(kBarM1, slot_at(od) + 4 * kBlk, ms0, ms1, al0, al1);
-                // S of O has read its rope block; the P V in flight reads blocks 4-7 and pa.
-                store_p(kSmallTiles ? rope_of(od) : smem + kOffP, false, 1.f, 1.f);
+                publish_max_then_pv(kBarM1, slot1 + 4 * kBlk, ms0, ms1, al0, al1);
+                store_p(smem + kOffP, false, 1.f, 1.f);
                 mj90::named_bar_sync_unaligned(kBarPE, kConsumers);
-                issue_pv_smem(o, slot_at(e) + 8 * kBlk, slot_at(e) + 4 * kBlk);
+                issue_pv_smem(o, slot0 + 8 * kBlk, slot0 + 4 * kBlk);
                 mj90::named_bar_arrive_unaligned(kBarPO, kConsumers);
                 mj90::wgmma_wait<1>();
-                mj90::mbar_arrive(kSmallTiles ? &empty[od] : &empty_hi[1]);  // O (64-key tiles: its blocks 4-8)
+                mj90::mbar_arrive(&empty_hi[1]);  // O's blocks 4-8
                 mj90::wgmma_wait<0>();
-                mj90::mbar_arrive(kSmallTiles ? &empty[e] : &empty_hi[0]);  // E (64-key tiles: its blocks 4-8, P_E included)
+                mj90::mbar_arrive(&empty_hi[0]);  // E's blocks 4-8 (P_E included)
             }
         }
         // ---- epilogue (schedule 2): the two warpgroups' row sums (both hold the same running max) through the P region ----
@@ -954,11 +908,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             }
         };
         if (wg == 0) {
-            float s[kN / 2];
-            mj_u32 pa[kN / 4];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
+            float s[32];
+            mj_u32 pa[16];  // P as A fragments: k-step j (keys 16j..16j+15) is pa[4j..4j+3]
             auto issue_s = [&](unsigned tile) {
 #pragma unroll
-                for (int i = 0; i < kN / 2; ++i) s[i] = 0.f;
+                for (int i = 0; i < 32; ++i) s[i] = 0.f;
                 issue_qk<0, 36>(s, sq, tile);
             };
             auto issue_pv = [&](unsigned tile) { issue_pv_regs(o, pa, tile); };
@@ -968,17 +922,18 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 float ms0, ms1, al0, al1;
                 mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
                 float rs0 = 0.f, rs1 = 0.f;
-                unsigned char* pblk = tile_g + 8 * kBlk;
+                unsigned char* prow0 = tile_g + 8 * kBlk + row0 * 128;
+                unsigned char* prow1 = prow0 + 8 * 128;
 #pragma unroll
-                for (int i = 0; i < kN / 8; ++i) {
+                for (int i = 0; i < 8; ++i) {
                     const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
                     const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
                     rs0 += p00 + p01;
                     rs1 += p10 + p11;
                     pa[2 * i] = mj_pack_bf16x2(p00, p01);
                     pa[2 * i + 1] = mj_pack_bf16x2(p10, p11);
-                    *(mj_u32*)(pblk + p_off(row0, i) + q4 * 4) = pa[2 * i];
-                    *(mj_u32*)(pblk + p_off(row0, i) + 8 * kPRow + q4 * 4) = pa[2 * i + 1];
+                    *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = pa[2 * i];
+                    *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = pa[2 * i + 1];
                 }
                 l0 = l0 * al0 + rs0;
                 l1 = l1 * al1 + rs1;

@@ -85,7 +85,7 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // contract, mlajit.h): max_logits off by up to 7e-3; not picked (docs/PERF.md, "Keys as M on the FP8 cache").
     if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
         if (!kv_fp8 && num_heads <= 16) return kMqaHopperTile16;
-        if (num_heads > 16) return kv_fp8 ? kMqaHopperTileFp8 : kMqaHopperTile;
+        if (num_heads > 16) return kMqaHopperTile;
     }
     const auto& o = config().mqa_tile;
     const std::vector<MqaTile> tiles = kv_fp8 ? supported_mqa_fp8_tiles(arch) : supported_mqa_tiles();
@@ -221,7 +221,7 @@ int mha_threads(const KernelSpec& s) {
     return mj_mha_threads(s.p[2]);
 }
 int mqa_smem_bytes(const KernelSpec& s) {
-    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes(s.p[1], s.p[2]);
+    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
     if (s.family == Family::sparse_mqa_fwd_sm90t)  // KV_FP8: the rows as stored
         return s.p[5] ? mj_mqa90t8_smem_bytes(s.p[0], s.p[1], s.p[2]) : mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2]);
     if (s.p[6] != 0) return mj_mqa_smem_bytes_fp8(s.p[0], s.p[1], s.p[3]);  // KV_FP8

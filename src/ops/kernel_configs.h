@@ -26,14 +26,12 @@ struct MqaTile {
     int block_h, block_n, warps, stages;
 };
 
-// The Hopper tier's sparse MQA kernels (3 warpgroups), marked by this warp count in an MqaTile: 64 heads selects family
-// sparse_mqa_fwd_sm90 (heads as wgmma's M; 32-key tiles in 4 slots on the bf16 cache, 64-key tiles in 2 on the FP8
-// cache), 16 (and 32) heads family
+// The Hopper tier's sparse MQA kernels (3 warpgroups, 64-key tiles, 2 stages), marked by this warp count in an
+// MqaTile: 64 heads selects family sparse_mqa_fwd_sm90 (heads as wgmma's M), 16 (and 32) heads family
 // sparse_mqa_fwd_sm90t (keys as wgmma's M: the heads are not padded to 64; the runtime picks it on the bf16 cache only,
 // its FP8 body is a development kernel, docs/PERF.md "Keys as M on the FP8 cache").
 inline constexpr int kMqaHopperWarps = 12;
-inline constexpr MqaTile kMqaHopperTile{64, 32, kMqaHopperWarps, 4};
-inline constexpr MqaTile kMqaHopperTileFp8{64, 64, kMqaHopperWarps, 2};
+inline constexpr MqaTile kMqaHopperTile{64, 64, kMqaHopperWarps, 2};
 inline constexpr MqaTile kMqaHopperTile16{16, 64, kMqaHopperWarps, 2};
 
 const std::vector<MhaTile>& supported_mha_tiles();

@@ -24,13 +24,12 @@ while read -r tag h n s k m pp skip fp8; do
                 case $tag in *sm90t8i*) defs="$defs -DMJ_MQA90T8_INT=1";; esac  # FP8: codes to f16 by integer operations
                 case $tag in *sm90t8b*) defs="$defs -DMJ_MQA90T8_BULK=1";; esac  # FP8: rows by cp.async.bulk (gather timing)
                 case $tag in *sm90tb*) defs="$defs -DMJ_MQA90T_BULK=1";; esac;;  # bf16: rows by cp.async.bulk (gather timing)
-               *sm90*) src=kernel_cfg90.cu; defs="-DCFG_TAG=$tag -DCFG_N=$n -DCFG_S=$s -DMJ_MQA90_DEV_SKIP=$skip -DCFG_FP8=$fp8"
+               *sm90*) src=kernel_cfg90.cu; defs="-DCFG_TAG=$tag -DMJ_MQA90_DEV_SKIP=$skip -DCFG_FP8=$fp8"
                        [ "$pp" != -1 ] && defs="$defs -DMJ_MQA90_OVERLAP=$pp"
                        case $tag in *f8i*) defs="$defs -DMJ_FP8_UNPACK=1";; esac
                        case $tag in *sm90o*) defs="$defs -DMJ_MQA90_SCHED=0";; esac  # the two-warpgroup S schedule
                        case $tag in *sm90pr*) defs="$defs -DMJ_MQA90_PAIR=1";; esac  # CTA pairs share the gather
                        case $tag in *sm90ps*) defs="$defs -DMJ_MQA90_PSYNC=1";; esac
-                       case $tag in *sm90*np*) defs="$defs -DMJ_MQA90_PSYNC=0";; esac  # schedule 1: P handed over by bar.arrive
                        case $tag in *sm90f8r*) defs="$defs -DMJ_MQA90_F8STAGE=0";; esac  # FP8: the register-staged producer
                        case $tag in *sm90f8st*) defs="$defs -DMJ_MQA90_F8STAGE=1";; esac  # FP8: the shared-memory-staged one
                        case $tag in *sm90f8sth*) defs="$defs -DMJ_MQA90_F8HELP=1";; esac  # staged FP8: warpgroup 1 converts half

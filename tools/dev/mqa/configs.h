@@ -2,7 +2,7 @@
 // build.sh compiles kernel_cfg.cu once per line of this list (it parses this file). KSPLIT / MINB /
 // PINGPONG -1 = the kernel's default (what the runtime gets). DEV_SKIP != 0 builds a timing-only variant
 // without the P V (1) or S (2) mma: the harness times it and does not check it.
-// Tags containing "sm90" build kernel_cfg90.cu (the Hopper tier, 64 x 64 x 2, or 64 x 32 x 4 for bf16) instead; there PINGPONG
+// Tags containing "sm90" build kernel_cfg90.cu (the Hopper tier, 64 x 64 x 2 only) instead; there PINGPONG
 // is MJ_MQA90_OVERLAP (read by schedule 0 only: "sm90o" tags build it, build.sh; the default schedule 1
 // ignores it), DEV_SKIP 1 drops every wgmma, 3 the gather. KV_FP8 1 reads the FP8 latent cache (paged cases only).
 #define MQA_CONFIGS(X)                              \

@@ -4,6 +4,8 @@
 // "go"), at 64 and 128 heads; "np": n32 with P handed over by bar.arrive (MJ_MQA90_PSYNC 0: warpgroup 0 may run a tile
 // ahead); "w2n32": schedule 2 (tile pairs, each warpgroup computing S of its own tile) on 32-key tiles, a pair's two slots
 // computed while the next pair's two land, with its math alone ("mo"). Format: configs.h.
+// The 32-key forms were removed after the call (slower, docs/PERF.md "32-key tiles in four slots"): rebuilding this list
+// needs kernels_src and tools/dev/mqa (build.sh, kernel_cfg90.cu) from commit 6949765.
 #define MQA_CONFIGS(X)                                \
     X(h64sm90, 64, 64, 2, -1, -1, -1, 0, 0)           \
     X(h64sm90n32, 64, 32, 4, -1, -1, -1, 0, 0)        \

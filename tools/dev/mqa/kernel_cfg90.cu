@@ -2,12 +2,8 @@
 // runtime specializes it: constexprs ahead of the #include). build.sh builds it for config tags ending in
 // "sm90"; the entry is renamed per tag like kernel_cfg.cu's.
 constexpr int MJ_BLOCK_H = 64;
-#ifndef CFG_N  // build.sh passes the config's BLOCK_N / STAGES: 64 / 2, or 32 / 4 (bf16 schedule 1)
-#define CFG_N 64
-#define CFG_S 2
-#endif
-constexpr int MJ_BLOCK_N = CFG_N;
-constexpr int MJ_STAGES = CFG_S;
+constexpr int MJ_BLOCK_N = 64;
+constexpr int MJ_STAGES = 2;
 constexpr int MJ_D_LATENT = 512;
 constexpr int MJ_D_ROPE = 64;
 constexpr int MJ_ARCH = 90;
@@ -21,9 +17,9 @@ constexpr int MJ_KV_FP8 = CFG_FP8;
 
 #include <cuda_runtime.h>
 
-// Host launch as the runtime does it: grid (tokens, ceil(h / 64)), mj_mqa90_threads, mj_mqa90_smem_bytes(n, stages).
+// Host launch as the runtime does it: grid (tokens, ceil(h / 64)), mj_mqa90_threads, mj_mqa90_smem_bytes.
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
-    const int smem = mj_mqa90_smem_bytes(MJ_BLOCK_N, MJ_STAGES);
+    const int smem = mj_mqa90_smem_bytes();
     static bool raised = false;
     if (!raised) {
         cudaError_t e = cudaFuncSetAttribute(MQA_CAT(mqa_kernel_, CFG_TAG), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

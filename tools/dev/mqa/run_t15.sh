@@ -5,7 +5,8 @@
 # for the bf16 cache above 16 heads) built beside it, its sparse MQA and one-call GPU tests and mlajit-bench; then schedule
 # 2 through the library (MLAJIT_NVRTC_FLAGS), contiguous / scattered-padding benches, memcheck / synccheck / racecheck.
 # Most important first: a run cut short still reports them. Prebuilt: CFG_FILE=configs_t15.h BUILD=build_t15 bash build.sh;
-# carry ["tools/dev/mqa/build_t15", ".devdeps"].
+# carry ["tools/dev/mqa/build_t15", ".devdeps"]. Record of session 23's call: the forms and the runtime pick were removed after it
+# (docs/PERF.md "32-key tiles in four slots"); rerunning needs commit 6949765.
 #   run: OUT=$OUT bash tools/dev/mqa/run_t15.sh      (about 6 minutes)
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT
