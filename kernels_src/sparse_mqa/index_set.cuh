@@ -216,9 +216,13 @@ MJ_DEVICE const unsigned char* set_row(const SparseMqaFwdParams& p, const Reques
 #ifndef MJ_MQA_ROW_AHEAD
 #define MJ_MQA_ROW_AHEAD 0
 #endif
-// The key of the set's c-th position, or -1 past the set.
+// The key of the set's c-th position, or -1 past the set; then that key's row (nullptr for -1): set_row split in two, so a
+// producer can issue the two dependent loads (index row, block table) a tile apart.
 MJ_DEVICE int set_key(const int* irow, const SetView& ks, int nwords, int nvalid, int c) {
     return c < nvalid ? irow[kept_position(ks.keep, ks.pref, nwords, c)] : -1;
+}
+MJ_DEVICE const unsigned char* key_row(const SparseMqaFwdParams& p, const Request& rq, int key) {
+    return key >= 0 ? kv_row(p, rq, key) : nullptr;
 }
 // A lane's rows for positions c0 + t step, t = 0, 1, ...: row(t), called for t = 0, 1, ... in order, returns that position's
 // row (nullptr past the set) and, with MJ_MQA_ROW_AHEAD, loads the lookups of the two positions after it.
@@ -234,14 +238,13 @@ struct RowsAhead {
                         int nvalid_, int c0_, int step_)
         : p(p_), rq(rq_), irow(irow_), ks(ks_), nwords(nwords_), nvalid(nvalid_), c0(c0_), step(step_) {
         if constexpr (MJ_MQA_ROW_AHEAD == 0) return;
-        const int k = set_key(irow, ks, nwords, nvalid, c0);
-        row1 = k >= 0 ? kv_row(p, rq, k) : nullptr;
+        row1 = key_row(p, rq, set_key(irow, ks, nwords, nvalid, c0));
         key2 = set_key(irow, ks, nwords, nvalid, c0 + step);
     }
     MJ_DEVICE const unsigned char* row(int t) {
         if constexpr (MJ_MQA_ROW_AHEAD == 0) return set_row(p, rq, irow, ks, nwords, nvalid, t * step + c0);
         const unsigned char* r = row1;
-        row1 = key2 >= 0 ? kv_row(p, rq, key2) : nullptr;
+        row1 = key_row(p, rq, key2);
         key2 = set_key(irow, ks, nwords, nvalid, (t + 2) * step + c0);
         return r;
     }

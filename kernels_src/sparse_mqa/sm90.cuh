@@ -386,11 +386,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const unsigned char* dummy = (const unsigned char*)p.kv;
         // Key of row 16 pw + lane % 16 of tile t (-1 past the set), then its row pointer (a block-table load): the
         // index row and block-table loads of tile t are issued two and one tiles ahead of its copies.
-        auto key_of = [&](int t) -> int {
-            const int c = t * kN + pw * 16 + (lane & 15);
-            return c < nvalid ? irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)] : -1;
-        };
-        auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
+        auto key_of = [&](int t) { return mj_idx::set_key(irow, ks, nwords, nvalid, t * kN + pw * 16 + (lane & 15)); };
+        auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
         // Two cp.async groups a tile: the codes of column blocks 0-3, the scales and k_pe; then the codes of blocks 4-7
         // (the first four passes convert while the rest lands). `mine`: lane L (and L + 16) holds row 16 pw + L % 16.
         auto issue = [&](int t, const unsigned char* mine) {
@@ -506,11 +503,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const int pw = warp - 8;
         // Key of row (pw * 16 + lane % 16) of tile t, or -1 past the set; then its row pointer (a block-table
         // load): split so the two dependent loads sit a tile apart.
-        auto key_of = [&](int t) -> int {
-            const int c = t * kN + pw * 16 + (lane & 15);
-            return c < nvalid ? irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)] : -1;
-        };
-        auto ptr_of = [&](int key) -> const unsigned char* { return key >= 0 ? mj_idx::kv_row(p, rq, key) : nullptr; };
+        auto key_of = [&](int t) { return mj_idx::set_key(irow, ks, nwords, nvalid, t * kN + pw * 16 + (lane & 15)); };
+        auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
         mj_u32 v[16][4];
         float sc[2];
         auto load_half = [&](int h, const unsigned char* mine) {
