@@ -7,9 +7,7 @@
 #   run: OUT=$OUT bash tools/dev/mqa/run_t13.sh      (about 5 minutes)
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT
-prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
-( cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF "${prefix[@]}" > $OUT/configure.log 2>&1 &&
-  cmake --build build-gpu -j 12 --target mlajit_gpu_tests mlajit-bench > $OUT/build.log 2>&1 ) &
+bash tools/dev/mqa/lib_build.sh $OUT &
 bpid=$!
 t0=$(date +%s)
 H=tools/dev/mqa/build_t13/harness

@@ -8,9 +8,7 @@
 #   run: OUT=$OUT bash tools/dev/mqa/run_t16.sh      (about 3 minutes)
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
-prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
-( cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF "${prefix[@]}" > $OUT/logs/configure.log 2>&1 &&
-  cmake --build build-gpu -j 12 --target mlajit_gpu_tests mlajit-bench > $OUT/logs/build.log 2>&1 ) &
+bash tools/dev/mqa/lib_build.sh $OUT/logs &
 bpid=$!
 t0=$(date +%s)
 el() { echo "($(( $(date +%s) - t0 )) s)"; }

@@ -8,9 +8,7 @@
 #   run: OUT=$OUT bash tools/dev/mqa/run_t2.sh      (about 3 minutes)
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT
-prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
-( cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF "${prefix[@]}" > $OUT/configure.log 2>&1 &&
-  cmake --build build-gpu -j 16 --target mlajit_gpu_tests > $OUT/build.log 2>&1 ) &
+JOBS=16 bash tools/dev/mqa/lib_build.sh $OUT mlajit_gpu_tests &
 bpid=$!
 t0=$(date +%s)
 H=tools/dev/mqa/build_t1/harness

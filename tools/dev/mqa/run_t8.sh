@@ -7,9 +7,7 @@
 #   run: OUT=$OUT bash tools/dev/mqa/run_t8.sh      (about 6 minutes)
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT
-prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
-( cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF "${prefix[@]}" > $OUT/configure.log 2>&1 &&
-  cmake --build build-gpu -j 14 --target mlajit_gpu_tests mlajit-bench > $OUT/build.log 2>&1 ) &
+JOBS=14 bash tools/dev/mqa/lib_build.sh $OUT &
 bpid=$!
 H=tools/dev/mqa/build_t8/harness
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
