@@ -208,46 +208,14 @@ MJ_DEVICE const unsigned char* set_row(const SparseMqaFwdParams& p, const Reques
     return c < nvalid ? kv_row(p, rq, irow[kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
 }
 
-// Development switch MJ_MQA_ROW_AHEAD (default 0: set_row in place, what the runtime ships): 1 runs the Hopper producers' row
-// lookups ahead of their copies; while a lane issues the copies of set position c it has already loaded the block-table
-// entry of c + step and issues the index-row load of c + 2 step, so the two dependent loads of a row no longer wait in
-// front of every tile's copies (session 23 measured ~0.8 us of producer cost a 64-key tile, and L1TEX-scoreboard stalls as
-// the largest stall of the 16-head kernel; docs/PERF.md). Built, not yet run on a GPU: tools/dev/mqa/run_t16.sh.
-#ifndef MJ_MQA_ROW_AHEAD
-#define MJ_MQA_ROW_AHEAD 0
-#endif
-// The key of the set's c-th position, or -1 past the set; then that key's row (nullptr for -1): set_row split in two, so a
-// producer can issue the two dependent loads (index row, block table) a tile apart.
+// The key of the set's c-th position, or -1 past the set; then that key's row (nullptr for -1): set_row in two steps, so
+// the FP8 producers issue a row's two dependent loads (index row, block table) a tile apart. (The bf16 producers did the
+// same under a development switch in session 23; no faster on an H100, docs/PERF.md, removed.)
 MJ_DEVICE int set_key(const int* irow, const SetView& ks, int nwords, int nvalid, int c) {
     return c < nvalid ? irow[kept_position(ks.keep, ks.pref, nwords, c)] : -1;
 }
 MJ_DEVICE const unsigned char* key_row(const SparseMqaFwdParams& p, const Request& rq, int key) {
     return key >= 0 ? kv_row(p, rq, key) : nullptr;
 }
-// A lane's rows for positions c0 + t step, t = 0, 1, ...: row(t), called for t = 0, 1, ... in order, returns that position's
-// row (nullptr past the set) and, with MJ_MQA_ROW_AHEAD, loads the lookups of the two positions after it.
-struct RowsAhead {
-    const SparseMqaFwdParams& p;
-    const Request& rq;
-    const int* irow;
-    const SetView& ks;
-    int nwords, nvalid, c0, step;
-    const unsigned char* row1;  // the row of position c
-    int key2;                   // the key of position c + step
-    MJ_DEVICE RowsAhead(const SparseMqaFwdParams& p_, const Request& rq_, const int* irow_, const SetView& ks_, int nwords_,
-                        int nvalid_, int c0_, int step_)
-        : p(p_), rq(rq_), irow(irow_), ks(ks_), nwords(nwords_), nvalid(nvalid_), c0(c0_), step(step_) {
-        if constexpr (MJ_MQA_ROW_AHEAD == 0) return;
-        row1 = key_row(p, rq, set_key(irow, ks, nwords, nvalid, c0));
-        key2 = set_key(irow, ks, nwords, nvalid, c0 + step);
-    }
-    MJ_DEVICE const unsigned char* row(int t) {
-        if constexpr (MJ_MQA_ROW_AHEAD == 0) return set_row(p, rq, irow, ks, nwords, nvalid, t * step + c0);
-        const unsigned char* r = row1;
-        row1 = key_row(p, rq, key2);
-        key2 = set_key(irow, ks, nwords, nvalid, (t + 2) * step + c0);
-        return r;
-    }
-};
 
 }  // namespace mj_idx

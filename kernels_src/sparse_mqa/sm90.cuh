@@ -631,10 +631,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const int pw = warp - 8;
         constexpr int kRows = kPair ? 8 : 16;  // rows a warp copies per tile
         const int rbase = (kPair ? 32 * (int)crank : 0) + pw * kRows;
-        mj_idx::RowsAhead rows(p, rq, irow, ks, nwords, nvalid, rbase + (lane % kRows), kN);  // other lanes repeat lanes 0..kRows-1's rows
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
-            const unsigned char* mine = rows.row(t);
+            const int c = t * kN + rbase + (lane % kRows);  // the other lanes repeat lanes 0..kRows-1's rows
+            const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
             const unsigned char* mine_rope = nullptr;  // pair mode: row 16 pw + lane % 16
             if constexpr (kPair) {
                 const int cr = t * kN + pw * 16 + (lane & 15);

@@ -140,10 +140,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         mj90::setmaxnreg_dec<kProducerRegs>();
         constexpr int kR = kN / 4;
         const int pw = warp - 8;
-        mj_idx::RowsAhead rows(p, rq, irow, ks, nwords, nvalid, pw * kR + lane % kR, kN);  // lanes past kR repeat the first ones' rows
         for (int t = 0; t < ntiles; ++t) {
             const int slot = t % kS;
-            const unsigned char* mine = rows.row(t);
+            const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
+            const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
             if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
             if constexpr (MJ_MQA90T_BULK) {  // timing form: linear rows, one cp.async.bulk each (see the switch)

@@ -64,22 +64,6 @@ TEST_CASE("jit: the keys-as-M sparse MQA kernel's FP8 body compiles through NVRT
     CHECK_MESSAGE(!std::regex_search(fp8.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), fp8.log);
 }
 
-TEST_CASE("jit: the Hopper sparse MQA producers' row lookups a tile ahead (development switch) compile without spills") {
-    // MJ_MQA_ROW_AHEAD=1 (sparse_mqa/index_set.cuh) is off by default and compiled in only through MLAJIT_NVRTC_FLAGS, so this
-    // keeps both Hopper bf16 kernels building with it, on the producer's small register budget, and different from the default.
-    REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
-    const Arch a = Arch::parse("sm_90a");
-    for (const MqaTile& t : {kMqaHopperTile, kMqaHopperTile16}) {
-        const KernelSpec s = sparse_mqa_spec(a, t, false);
-        CAPTURE(spec_name(s));
-        const CompileOutput ahead = compile_kernel(prep(s, kernel_files(), {"-DMJ_MQA_ROW_AHEAD=1"}));
-        const CompileOutput in_place = compile_kernel(prep(s, kernel_files()));
-        CHECK(is_elf(ahead.cubin));
-        CHECK(ahead.cubin != in_place.cubin);
-        CHECK_MESSAGE(!std::regex_search(ahead.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), ahead.log);
-    }
-}
-
 TEST_CASE("jit: a broken template fails with the kernel name, options and NVRTC log") {
     REQUIRE(nvrtc_available());
     KernelFiles files = kernel_files();

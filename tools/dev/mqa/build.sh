@@ -37,7 +37,6 @@ while read -r tag h n s k m pp skip fp8; do
                        case $tag in *sm90w2*) defs="$defs -DMJ_MQA90_SCHED=2";; esac  # bf16: schedule 2 (tile pairs)
                        case $tag in *sm90w2e*) defs="$defs -DMJ_MQA90_S2EARLY=1";; esac  # schedule 2: P of E handed over during its own P V
                        case $tag in *sm90sp*) defs="$defs -DMJ_MQA90_SPLITREL=1";; esac;; esac  # bf16: slots released in two parts
-  case $tag in *ra1*) defs="$defs -DMJ_MQA_ROW_AHEAD=1";; esac  # Hopper producers: row lookups a tile ahead (development switch)
   $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
 done < <(grep -o '^ *X([^)]*)' $CFG_FILE | sed 's/X(//; s/)//; s/,/ /g')

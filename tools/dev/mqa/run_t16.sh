@@ -2,7 +2,8 @@
 # The Hopper producers' row lookups a tile ahead (configs_t16.h; "ra1" = MJ_MQA_ROW_AHEAD 1, development switch) against the
 # shipped in-place lookups at 16 heads (keys-as-M kernel) and 128 heads (64-head kernel), 8k paged, whole and gather alone;
 # harness checks and memcheck of the new form; the library built beside it, its sparse MQA / one-call GPU tests and
-# mlajit-bench at 16 / 128 heads with the switch compiled in (MLAJIT_NVRTC_FLAGS). Written in session 23, not run.
+# mlajit-bench at 16 / 128 heads with the switch compiled in (MLAJIT_NVRTC_FLAGS). Written in session 23, run in session 24
+# (no faster; docs/PERF.md); the switch was removed after that, so the ra1 configs no longer build.
 # Prebuilt: CFG_FILE=configs_t16.h BUILD=build_t16 bash build.sh;
 # carry ["tools/dev/mqa/build_t16", ".devdeps"].
 #   run: OUT=$OUT bash tools/dev/mqa/run_t16.sh      (about 3 minutes)
