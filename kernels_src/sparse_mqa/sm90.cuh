@@ -118,7 +118,9 @@
 #endif
 #ifndef MJ_MQA90_DEV_SKIP  // 1: no wgmma at all (timing of the gather and the barriers only: results are wrong);
                           // 2 (FP8 only): codes stored unconverted (timing of the dequantization's share);
-                          // 3 (bf16 only): no gather, the math runs on whatever the ring holds (timing of the math)
+                          // 3 (bf16 only): no gather, the math runs on whatever the ring holds (timing of the math);
+                          // 5: no tiles (Q load, key-set build and epilogue: a block's fixed cost); 6: as 5 without
+                          // the key-set build
 #define MJ_MQA90_DEV_SKIP 0
 #endif
 
@@ -358,8 +360,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
     const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
     const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
     const int width = p.topk;
-    mj_idx::build_set<kThreads>(p, rq, irow, width, ks.keep, ks.pref, ks.nvalid, (unsigned long long*)(smem + kOffK));
-    const int nvalid = *ks.nvalid;
+    if constexpr (MJ_MQA90_DEV_SKIP != 6)
+        mj_idx::build_set<kThreads>(p, rq, irow, width, ks.keep, ks.pref, ks.nvalid, (unsigned long long*)(smem + kOffK));
+    const int nvalid = MJ_MQA90_DEV_SKIP >= 5 ? 0 : *ks.nvalid;
     const int nwords = (width + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;
     // Pair: the peer's barriers are initialized and its ring is no longer the index set's scratch before this

@@ -44,7 +44,9 @@
 #define MJ_MQA90T_PIN 0
 #endif
 #ifndef MJ_MQA90T_DEV_SKIP  // 1: no wgmma (timing of the gather and barriers only; results are wrong); 3: no
-                            // gather (timing of the math on whatever the ring holds); 4: the producer's gather alone
+                            // gather (timing of the math on whatever the ring holds); 4: the producer's gather alone;
+                            // 5: no tiles (Q load, key-set build and epilogue: a block's fixed cost); 6: as 5 without
+                            // the key-set build
 #define MJ_MQA90T_DEV_SKIP 0
 #endif
 #ifndef MJ_MQA90T_BULK  // 1 (timing only, with DEV_SKIP 4): each 1152-byte row by one cp.async.bulk into a linear slot
@@ -130,8 +132,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     const mj_idx::Request rq = mj_idx::request_of_token(p, tok);
     const int* irow = p.indices + (mj_i64)tok * p.idx_stride_tok;
     const int width = p.topk;
-    mj_idx::build_set<kThreads>(p, rq, irow, width, ks.keep, ks.pref, ks.nvalid, (unsigned long long*)(smem + kOffK));
-    const int nvalid = *ks.nvalid;
+    if constexpr (MJ_MQA90T_DEV_SKIP != 6)
+        mj_idx::build_set<kThreads>(p, rq, irow, width, ks.keep, ks.pref, ks.nvalid, (unsigned long long*)(smem + kOffK));
+    const int nvalid = MJ_MQA90T_DEV_SKIP >= 5 ? 0 : *ks.nvalid;
     const int nwords = (width + 31) >> 5;
     const int ntiles = (nvalid + kN - 1) / kN;
 
