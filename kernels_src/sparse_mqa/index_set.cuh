@@ -70,11 +70,11 @@ MJ_DEVICE Request request_of_token(const SparseMqaFwdParams& p, int tok) {
     return q;
 }
 
-// Page id of key `key` of request `rq` (paged form), or -1 where the table entry is outside [0, num_pages).
-MJ_DEVICE int page_of(const SparseMqaFwdParams& p, const Request& rq, int key) {
-    const int pg = p.block_table[(mj_i64)rq.r * p.bt_stride_req + key / p.block_size];
-    return pg >= 0 && pg < p.num_pages ? pg : -1;
+// Block-table entry of key `key` of request `rq` (paged form), as stored: a page id only if page_ok.
+MJ_DEVICE int page_entry(const SparseMqaFwdParams& p, const Request& rq, int key) {
+    return p.block_table[(mj_i64)rq.r * p.bt_stride_req + key / p.block_size];
 }
+MJ_DEVICE bool page_ok(const SparseMqaFwdParams& p, int entry) { return entry >= 0 && entry < p.num_pages; }
 
 // Bytes per kv stride unit: bf16 elements, or bytes for the FP8 cache (MJ_KV_FP8: uint8 rows of 656).
 constexpr int kKvElemBytes = MJ_KV_FP8 ? 1 : 2;
@@ -83,16 +83,14 @@ constexpr int kKvElemBytes = MJ_KV_FP8 ? 1 : 2;
 MJ_DEVICE const unsigned char* kv_row(const SparseMqaFwdParams& p, const Request& rq, int key) {
     const unsigned char* kv = (const unsigned char*)p.kv;
     if (p.block_table != nullptr) {
-        const int pg = p.block_table[(mj_i64)rq.r * p.bt_stride_req + key / p.block_size];
+        const int pg = page_entry(p, rq, key);
         return kv + ((mj_i64)pg * p.kv_stride_page + (mj_i64)(key % p.block_size) * p.kv_stride_tok) * kKvElemBytes;
     }
     return kv + (rq.kv_base + key) * p.kv_stride_tok * kKvElemBytes;
 }
 
-MJ_DEVICE bool key_valid(const SparseMqaFwdParams& p, const Request& rq, int key) {
-    if (key < 0 || key >= rq.kv_len || key > rq.last) return false;
-    return p.block_table == nullptr || page_of(p, rq, key) >= 0;
-}
+// A key is valid iff it is in its request's range (key_in_range) and, paged, its block-table entry is a page (page_ok).
+MJ_DEVICE bool key_in_range(const Request& rq, int key) { return key >= 0 && key < rq.kv_len && key <= rq.last; }
 
 MJ_DEVICE unsigned hash_slot(unsigned key, unsigned mask) { return (key * 2654435761u >> 7) & mask; }
 
@@ -132,20 +130,44 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
     static_assert(THREADS % 32 == 0, "whole warps");
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int slots = hash_slots(width);
-    for (int i = tid; i < slots; i += THREADS) hash[i] = kEmpty;
-    __syncthreads();
     const unsigned mask = (unsigned)slots - 1;
     // Pass 1: every valid position inserts itself; the table ends with the lowest position of each key.
     // Each thread remembers the slots of its positions (rows up to kMaxWidth: kMaxWidth / THREADS + 1 each).
+    // The loads go out kBatch positions at a time, every index-row load of a batch, then every block-table load,
+    // before the first insert: one position at a time (load, dependent load, insert) cost ~11-13 us a block at width
+    // 2048, ~20 % of the 16-head kernel (session 24, docs/PERF.md). The first batch's index loads are issued before
+    // the table is cleared, so their latency hides behind the clearing and its barrier.
     constexpr int kPer = (kMaxWidth + THREADS - 1) / THREADS;
+    constexpr int kBatch = 8;
+    const bool paged = p.block_table != nullptr;
+    auto pos_of = [&](int i) { return w * 32 + i * THREADS + lane; };
+    int key[kBatch];
+    auto load_keys = [&](int i0) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) key[j] = i0 + j < kPer && pos_of(i0 + j) < width ? irow[pos_of(i0 + j)] : -1;
+    };
+    load_keys(0);
+    for (int i = tid; i < slots; i += THREADS) hash[i] = kEmpty;
+    __syncthreads();
     int slot_of[kPer];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-        const int pos = w * 32 + i * THREADS + lane;
-        slot_of[i] = -1;
-        if (pos < width) {
-            const int key = irow[pos];
-            if (key_valid(p, rq, key)) slot_of[i] = (int)hash_insert(hash, mask, (unsigned)key, (unsigned)pos);
+    for (int i0 = 0; i0 < kPer; i0 += kBatch) {
+        if (i0 > 0) {
+            if (w * 32 + i0 * THREADS >= width) break;  // uniform across the warp
+            load_keys(i0);
+        }
+        bool ok[kBatch];
+        int entry[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            ok[j] = key_in_range(rq, key[j]);
+            entry[j] = paged && ok[j] ? page_entry(p, rq, key[j]) : 0;
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            if (i0 + j >= kPer) break;
+            const bool valid = ok[j] && (!paged || page_ok(p, entry[j]));
+            slot_of[i0 + j] = valid ? (int)hash_insert(hash, mask, (unsigned)key[j], (unsigned)pos_of(i0 + j)) : -1;
         }
     }
     __syncthreads();
