@@ -135,7 +135,7 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
     // Each thread remembers the slots of its positions (rows up to kMaxWidth: kMaxWidth / THREADS + 1 each).
     // The loads go out kBatch positions at a time, every index-row load of a batch, then every block-table load,
     // before the first insert: one position at a time (load, dependent load, insert) cost ~11-13 us a block at width
-    // 2048, ~20 % of the 16-head kernel (session 24, docs/PERF.md). The first batch's index loads are issued before
+    // 2048, 14-18 % of the Hopper kernels (session 24, docs/PERF.md). The first batch's index loads are issued before
     // the table is cleared, so their latency hides behind the clearing and its barrier.
     constexpr int kPer = (kMaxWidth + THREADS - 1) / THREADS;
     constexpr int kBatch = 8;

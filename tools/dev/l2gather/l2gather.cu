@@ -5,7 +5,8 @@
 // Kernels (each reads every valid row once; results folded into one word per thread so nothing is optimized away):
 //   ldg    : a warp reads a row with 16-byte loads (lanes over the row's chunks), W warps per block, blocks fill the GPU
 //   ldg2   : the same with two rows in flight per warp (loads of row i + 1 issued before row i is folded)
-//   bulk   : one cp.async.bulk a row into a shared-memory ring (mbarrier transaction counts), R rows in flight a block
+//   bulk   : one cp.async.bulk a row into a shared-memory ring (mbarrier transaction counts), R rows in flight a block;
+//            thread 0 reads a batch's indices one after another and issues every copy (that form, not a bulk ceiling)
 // Usage: l2gather [row_bytes (1152)] [reps (5)]. Prints ms and TB/s of valid rows for each kernel and occupancy.
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -31,7 +32,7 @@ __global__ void fill_idx(int* idx, long long n, int s_kv, unsigned seed) {
     }
 }
 
-// A warp per row; CHUNKS16 16-byte chunks a row (the last partial pass masked).
+// A warp per row, NROW rows in flight a warp: row16 16-byte chunks a row, three passes of 32 lanes (the last one masked).
 template <int NROW>
 __global__ void gather_ldg(const uint4* __restrict__ kv, const int* __restrict__ idx, long long n, int row16,
                            unsigned* sink) {
