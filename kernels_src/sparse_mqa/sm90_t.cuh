@@ -9,14 +9,18 @@
 // MN-major (A of O^T: V^T, the first eight 64-column blocks of the same tile); Q [H x 576] and P^T [H x 64]
 // are the B operands.
 //
-// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16 and
-// 2 to 5 stages, mj_mqa90t8_smem_bytes (sparse_mqa/sm90_t_fp8.cuh). grid = (tokens, ceil(h / BLOCK_H)),
-// mj_mqa90_threads() threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2) bytes of shared memory. The runtime launches it at
+// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16, the
+// same math on tiles the FP8 producer dequantizes (sparse_mqa/sm90_f8_producer.cuh). grid = (tokens, ceil(h / BLOCK_H)),
+// mj_mqa90t_threads(KV_FP8) threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2) bytes of shared memory. Development switch
+// MJ_MQA90T8_FOLD = 1: the FP8 cache's earlier body (sparse_mqa/sm90_t_fp8.cuh: codes as f16, scales folded into fp32
+// sums; 2 to 5 stages, mj_mqa90t8_smem_bytes), which does not round e4m3 * scale to bf16 as the contract says. The runtime launches it at
 // <= 16 heads on the bf16 cache; at 32 it ties with the 64-head kernel (docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
 //
 // Design (one block = one query token x BLOCK_H heads):
 //  * Warpgroup 2 gathers the 64-key tiles of the compacted key set into a 2-slot ring with cp.async, as the
 //    64-head kernel's producer does (a warp copies 16 rows of 1152 bytes, 512 bytes an instruction).
+//    On the FP8 cache warpgroups 2 and 3 (8 warps of 8 rows) load the 656-byte rows into registers and store them
+//    dequantized into the same bf16 tile (sparse_mqa/sm90_f8_producer.cuh); the math below does not change.
 //  * Warpgroup g (0, 1) takes tiles g, g + 2, g + 4, ... (tile t in slot t % 2 = g): its own S^T, its own online
 //    softmax (per head = per accumulator column: the maximum over the tile's 64 keys is reduced across the 8 row groups
 //    of a warp by shuffles and across the 4 warps through shared memory), its own O^T and row sums. The two
@@ -46,13 +50,18 @@
 #ifndef MJ_MQA90T_DEV_SKIP  // 1: no wgmma (timing of the gather and barriers only; results are wrong); 3: no
                             // gather (timing of the math on whatever the ring holds); 4: the producer's gather alone;
                             // 5: no tiles (Q load, key-set build and epilogue: a block's fixed cost); 6: as 5 without
-                            // the key-set build
+                            // the key-set build; 2 (FP8 cache): the codes stored unconverted (the producer without its
+                            // dequantization)
 #define MJ_MQA90T_DEV_SKIP 0
 #endif
 #ifndef MJ_MQA90T_BULK  // 1 (timing only, with DEV_SKIP 4): each 1152-byte row by one cp.async.bulk into a linear slot
 #define MJ_MQA90T_BULK 0
 #endif
-#include "sparse_mqa/sm90_t_fp8.cuh"  // the body on the FP8 cache (MJ_KV_FP8)
+#ifndef MJ_MQA90T8_FOLD  // 1: the FP8 cache's scale-folding body (see above), for comparison only
+#define MJ_MQA90T8_FOLD 0
+#endif
+#include "sparse_mqa/sm90_t_fp8.cuh"      // the FP8 cache's scale-folding body (MJ_MQA90T8_FOLD)
+#include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 cache's dequantizing producer (the default)
 
 namespace mj_mqa90t {
 
@@ -64,9 +73,19 @@ static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized 
 // and 48 in 3 at 32 (5.91 against 5.06); a short tile is read as wgmma's 64 rows, and the rows past it (P^T at the
 // end of the tile) carried a NaN of one head's P into every head's O (the GPU suite's containment test). Both warpgroups on
 // every tile (S^T's k-steps, softmax by head and O^T's column blocks split; commit 87c0ad8): 4.59-4.66 against 4.48-4.56 ms.
-static_assert((kH == 16 || kH == 32) && kN == 64 && (kS == 2 || MJ_KV_FP8), "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
+static_assert((kH == 16 || kH == 32) && kN == 64 && (kS == 2 || MJ_MQA90T8_FOLD), "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
+// The FP8 cache (not folded): the producer holds 16 rows of codes a thread (sm90_f8_producer.cuh), so BLOCK_H 16 only, whose
+// math fits the registers left.
+constexpr bool kF8 = MJ_KV_FP8 != 0 && MJ_MQA90T8_FOLD == 0;
+static_assert(!kF8 || kH == 16, "sparse MQA sm90 (keys as M) on the FP8 cache: BLOCK_H 16");
+static_assert(!kF8 || (MJ_MQA90T_DEV_SKIP != 3 && !MJ_MQA90T_BULK), "FP8 producer: no timing form without the gather, no bulk form");
+static_assert(kF8 || MJ_MQA90T_DEV_SKIP != 2, "DEV_SKIP 2 is a form of the FP8 producer");
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
-constexpr int kThreads = mj_mqa90_threads();
+// Producer warps: 4 copying bf16 rows, 8 dequantizing the FP8 cache's (8 rows each: measured 5.95 against 7.09 ms for 4 of
+// 16 rows, H100, 8k, 16 heads; the conversions of 4 warps a SM run at a third of the rate 16 reach, tools/dev/cvtbench).
+constexpr int kProducerWarps = kF8 ? 8 : 4;
+constexpr int kThreads = 256 + 32 * kProducerWarps;
+static_assert(kThreads == mj_mqa90t_threads(kF8 ? 1 : 0), "the host launches mj_mqa90t_threads() threads");
 constexpr int kBlk = kN * 128;    // one 64-column block of a 64-key tile, bytes
 constexpr int kTileBytes = 9 * kBlk;
 constexpr int kQBlk = kH * 128;   // one 64-column block of Q
@@ -81,14 +100,20 @@ constexpr int kOffBar = kOffE + 10 * kH * 4;         // mbarriers full[kS], empt
 constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
 constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
 static_assert(kSmem == mj_mqa90t_smem_bytes(kH, kN, kS), "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
-static_assert(kSmem <= 232448 || MJ_KV_FP8, "sparse MQA sm90t: over the per-block shared memory of sm_90");
+static_assert(kSmem <= 232448 || MJ_MQA90T8_FOLD, "sparse MQA sm90t: over the per-block shared memory of sm_90");
 static_assert(kOffK % 1024 == 0 && kOffBar % 8 == 0, "swizzled tiles need 1 KiB alignment, mbarriers 8 bytes");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
 static_assert(kS * kTileBytes >= 2 * kH * kWRow * 4, "the ring holds both warpgroups' O at the end");
 constexpr int kBarEnd = 3;  // named barriers: 1 + g (warpgroup g's 128 threads), kBarEnd (the 256 math threads)
-constexpr int kProducerRegs = 40, kMathRegs = 232;
-static_assert(128 * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
+// Registers after setmaxnreg: a lean cp.async producer (bf16); the 8 FP8 producer warps hold 32 registers of codes a thread,
+// and the 16-head math fits what is left. The math warps' increase must be covered by what the producer releases.
+// FP8: 104 / 152 is the split without spills (ptxas 13.0: 88 / 168 and 96 / 160 spill 4 bytes, 80 / 176 24).
+constexpr int kProducerRegs = kF8 ? 104 : 40, kMathRegs = kF8 ? 152 : 232;
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;  // what every thread starts with (one block a SM)
+static_assert(32 * kProducerWarps * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
+static_assert(32 * kProducerWarps * (kLaunchRegs - kProducerRegs) >= 256 * (kMathRegs - kLaunchRegs),
+              "the producer must release what the math warps take");
 
 // Byte offset of 16-byte chunk c (0..71) of row r in a 64-key tile (sparse_mqa/sm90_tile.cuh).
 MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
@@ -107,7 +132,7 @@ MJ_DEVICE void mma(float (&d)[kAcc], unsigned long long a, unsigned long long b)
 }  // namespace mj_mqa90t
 
 extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_sparse_mqa_fwd_sm90t(const SparseMqaFwdParams p) {
-    if constexpr (MJ_KV_FP8 != 0) {  // the FP8 cache: its own body and layout (sparse_mqa/sm90_t_fp8.cuh)
+    if constexpr (MJ_KV_FP8 != 0 && MJ_MQA90T8_FOLD != 0) {  // the scale-folding FP8 body and layout (sparse_mqa/sm90_t_fp8.cuh)
         mj_mqa90t8::run<MJ_KV_FP8>(p);
         return;
     }
@@ -125,7 +150,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     if (tid < 256) mj_tile90::load_q<kH, 256>(p, tok, head0, smem + kOffQ, tid);
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            mj90::mbar_init(&full[s], MJ_MQA90T_BULK ? 4 : 128);  // one cp.async-completion arrival per producer thread
+            // one cp.async-completion arrival per producer thread (FP8: and one after its dequantized stores)
+            mj90::mbar_init(&full[s], kF8 ? mj_f8prod::full_arrivals(kProducerWarps) : MJ_MQA90T_BULK ? 4 : 128);
             mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
     }
@@ -143,31 +169,36 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         mj90::setmaxnreg_dec<kProducerRegs>();
         constexpr int kR = kN / 4;
         const int pw = warp - 8;
-        for (int t = 0; t < ntiles; ++t) {
-            const int slot = t % kS;
-            const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
-            const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
-            if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
-            unsigned char* tile = smem + kOffK + slot * kTileBytes;
-            if constexpr (MJ_MQA90T_BULK) {  // timing form: linear rows, one cp.async.bulk each (see the switch)
-                static_assert(!MJ_MQA90T_BULK || MJ_MQA90T_DEV_SKIP == 4, "the bulk-copy producer is a gather-timing form");
-                mj_mqa90t_common::bulk_rows<kR, 1152u>(tile + pw * kR * 1152, mine, lane, &full[slot]);
-                continue;
-            }
+        if constexpr (kF8) {
+            mj_f8prod::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2>(p, rq, irow, ks, nwords, nvalid, ntiles,
+                                                                                           smem + kOffK, full, empty, pw, lane);
+        } else {
+            for (int t = 0; t < ntiles; ++t) {
+                const int slot = t % kS;
+                const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
+                const unsigned char* mine = mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
+                if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
+                unsigned char* tile = smem + kOffK + slot * kTileBytes;
+                if constexpr (MJ_MQA90T_BULK) {  // timing form: linear rows, one cp.async.bulk each (see the switch)
+                    static_assert(!MJ_MQA90T_BULK || MJ_MQA90T_DEV_SKIP == 4, "the bulk-copy producer is a gather-timing form");
+                    mj_mqa90t_common::bulk_rows<kR, 1152u>(tile + pw * kR * 1152, mine, lane, &full[slot]);
+                    continue;
+                }
 #pragma unroll 4
-            for (int i = 0; i < kR; ++i) {
-                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-                const int r = pw * kR + i;
-                const bool ok = rowp != nullptr;
-                const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
-                if constexpr (MJ_MQA90T_DEV_SKIP == 3) continue;
-                mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
-                mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
-                if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
+                for (int i = 0; i < kR; ++i) {
+                    const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+                    const int r = pw * kR + i;
+                    const bool ok = rowp != nullptr;
+                    const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+                    if constexpr (MJ_MQA90T_DEV_SKIP == 3) continue;
+                    mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
+                    mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
+                    if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
+                }
+                mj90::cp_async_mbar_arrive_noinc(&full[slot]);
             }
-            mj90::cp_async_mbar_arrive_noinc(&full[slot]);
+            mj90::cp_async_wait<0>();
         }
-        mj90::cp_async_wait<0>();
         return;
     }
 

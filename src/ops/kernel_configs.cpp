@@ -79,12 +79,12 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // bf16 cache at <= 16 heads: the keys-as-M kernel (sparse_mqa/sm90_t.cuh), which pads nothing: 4.50 ms against
     // 4.96 for the 64-head kernel and 5.33 for the portable 16 x 32 tile (H100, 8k, topk 2048, paged;
     // docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
-    // FP8 cache at <= 16 heads: the portable FP8 16 x 32 tile, 7.43 ms against the 64-head FP8 kernel's 8.29 (H200,
-    // 8k, paged). The keys-as-M kernel's FP8 body (sparse_mqa/sm90_t_fp8.cuh) measured 6.07-6.25 ms against the portable
-    // tile's 7.30 (H100, same shape) but folds the scales into fp32 sums instead of rounding e4m3 * scale to bf16 (the
-    // contract, mlajit.h): max_logits off by up to 7e-3; not picked (docs/PERF.md, "Keys as M on the FP8 cache").
+    // FP8 cache at <= 16 heads: the same keys-as-M kernel, its 8 producer warps dequantizing each tile to the bf16 values
+    // the contract names (sparse_mqa/sm90_f8_producer.cuh): 5.95 ms against 6.95 for the portable FP8 16 x 32 tile (H100,
+    // 8k, topk 2048, paged; the bf16 kernel 4.16-4.24). The scale-folding body (sparse_mqa/sm90_t_fp8.cuh, development
+    // switch MJ_MQA90T8_FOLD, 5.81 ms) does not round e4m3 * scale to bf16 as the contract says (docs/PERF.md).
     if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
-        if (!kv_fp8 && num_heads <= 16) return kMqaHopperTile16;
+        if (num_heads <= 16) return kMqaHopperTile16;
         if (num_heads > 16) return kMqaHopperTile;
     }
     const auto& o = config().mqa_tile;
@@ -104,6 +104,15 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     for (auto& t : tiles)
         if (t.block_h == want_h && t.block_n == want_n) return t;
     return tiles[0];
+}
+
+int mqa_fp8_direct_max_heads(const Arch& arch) {
+    // None yet: the one call reading the FP8 pages in place (16 heads, the keys-as-M kernel's first FP8 producer) took
+    // 8.72 ms against 5.59 on the bf16 pages and 5.38 for the engine's way (upconvert, then bf16), H100, 8 x 1,024 new over
+    // 32k cached (docs/PERF.md "The dequantizing producer"): the gather dequantizes each key once, the kernel once per
+    // query that selects it. Where a kernel beats gather + bf16, its head bound goes here.
+    (void)arch;
+    return 0;
 }
 
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked) {
@@ -222,13 +231,14 @@ int mha_threads(const KernelSpec& s) {
 }
 int mqa_smem_bytes(const KernelSpec& s) {
     if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
-    if (s.family == Family::sparse_mqa_fwd_sm90t)  // KV_FP8: the rows as stored
-        return s.p[5] ? mj_mqa90t8_smem_bytes(s.p[0], s.p[1], s.p[2]) : mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2]);
+    if (s.family == Family::sparse_mqa_fwd_sm90t)  // the FP8 cache too: its producer writes bf16 tiles
+        return mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2]);
     if (s.p[6] != 0) return mj_mqa_smem_bytes_fp8(s.p[0], s.p[1], s.p[3]);  // KV_FP8
     return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
 }
 int mqa_threads(const KernelSpec& s) {
-    if (s.family == Family::sparse_mqa_fwd_sm90 || s.family == Family::sparse_mqa_fwd_sm90t) return mj_mqa90_threads();
+    if (s.family == Family::sparse_mqa_fwd_sm90t) return mj_mqa90t_threads(s.p[5]);  // KV_FP8: 8 producer warps
+    if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_threads();
     return mj_mqa_threads(s.p[2]);
 }
 int mask_rows_per_block(const KernelSpec& s) { return s.p[0]; }

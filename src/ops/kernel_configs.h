@@ -28,8 +28,8 @@ struct MqaTile {
 
 // The Hopper tier's sparse MQA kernels (3 warpgroups, 64-key tiles, 2 stages), marked by this warp count in an
 // MqaTile: 64 heads selects family sparse_mqa_fwd_sm90 (heads as wgmma's M), 16 (and 32) heads family
-// sparse_mqa_fwd_sm90t (keys as wgmma's M: the heads are not padded to 64; the runtime picks it on the bf16 cache only,
-// its FP8 body is a development kernel, docs/PERF.md "Keys as M on the FP8 cache").
+// sparse_mqa_fwd_sm90t (keys as wgmma's M: the heads are not padded to 64; on the FP8 cache its producer dequantizes
+// each tile, sparse_mqa/sm90_f8_producer.cuh).
 inline constexpr int kMqaHopperWarps = 12;
 inline constexpr MqaTile kMqaHopperTile{64, 64, kMqaHopperWarps, 2};
 inline constexpr MqaTile kMqaHopperTile16{16, 64, kMqaHopperWarps, 2};
@@ -46,6 +46,10 @@ MhaTile mha_tile_for(const Arch& arch);
 // kv_fp8: the FP8 latent cache (fp8_ds_mla rows): the same Hopper-tier kernel, but portable tiles from
 // supported_mqa_fp8_tiles.
 MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8 = false);
+// The most heads at which the sparse MQA kernel the arch picks on the FP8 cache dequantizes the pages itself faster than
+// the one call's gather of the step's keys into bf16 rows plus the bf16 kernel (16 on the Hopper tier: the keys-as-M
+// kernel; 0: always gather).
+int mqa_fp8_direct_max_heads(const Arch& arch);
 
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked);  // portable tier (mha_fwd)
 // The portable MHA kernel with the fused K/V up-projection (UP_PROJ = 1, dense): the one-call prefill's small

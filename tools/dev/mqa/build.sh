@@ -21,8 +21,10 @@ while read -r tag h n s k m pp skip fp8; do
   src=kernel_cfg.cu
   case $tag in *sm90t*) src=kernel_cfg90t.cu; defs="-DCFG_TAG=$tag -DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DMJ_MQA90T_DEV_SKIP=$skip -DCFG_FP8=$fp8"  # keys as M (16 / 32 heads)
                 case $tag in *sm90tpin*) defs="$defs -DMJ_MQA90T_PIN=1";; esac
-                case $tag in *sm90t8i*) defs="$defs -DMJ_MQA90T8_INT=1";; esac  # FP8: codes to f16 by integer operations
-                case $tag in *sm90t8b*) defs="$defs -DMJ_MQA90T8_BULK=1";; esac  # FP8: rows by cp.async.bulk (gather timing)
+                case $tag in *sm90t8f*) defs="$defs -DMJ_MQA90T8_FOLD=1";; esac  # FP8: the scale-folding body (sm90_t_fp8.cuh)
+                case $tag in *sm90t8u*) defs="$defs -DMJ_FP8_UNPACK=1";; esac  # FP8 producer: the integer unpack (fp8.cuh)
+                case $tag in *sm90t8fi*) defs="$defs -DMJ_MQA90T8_INT=1";; esac  # folding body: codes to f16 by integer operations
+                case $tag in *sm90t8fb*) defs="$defs -DMJ_MQA90T8_BULK=1";; esac  # folding body: rows by cp.async.bulk (gather timing)
                 case $tag in *sm90tb*) defs="$defs -DMJ_MQA90T_BULK=1";; esac;;  # bf16: rows by cp.async.bulk (gather timing)
                *sm90*) src=kernel_cfg90.cu; defs="-DCFG_TAG=$tag -DMJ_MQA90_DEV_SKIP=$skip -DCFG_FP8=$fp8"
                        [ "$pp" != -1 ] && defs="$defs -DMJ_MQA90_OVERLAP=$pp"

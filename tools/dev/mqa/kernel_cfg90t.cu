@@ -16,9 +16,10 @@ constexpr int MJ_KV_FP8 = CFG_FP8;
 
 #include <cuda_runtime.h>
 
-// Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)), mj_mqa90_threads, mj_mqa90t_smem_bytes.
+// Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)), mj_mqa90t_threads, mj_mqa90t_smem_bytes (the FP8 cache's
+// scale-folding body, MJ_MQA90T8_FOLD: mj_mqa90t8_smem_bytes).
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
-    const int smem = CFG_FP8 ? mj_mqa90t8_smem_bytes(CFG_H, CFG_N, CFG_S) : mj_mqa90t_smem_bytes(CFG_H, CFG_N, CFG_S);
+    const int smem = CFG_FP8 && MJ_MQA90T8_FOLD ? mj_mqa90t8_smem_bytes(CFG_H, CFG_N, CFG_S) : mj_mqa90t_smem_bytes(CFG_H, CFG_N, CFG_S);
     static bool raised = false;
     if (!raised) {
         cudaError_t e = cudaFuncSetAttribute(MQA_CAT(mqa_kernel_, CFG_TAG), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -26,6 +27,6 @@ extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p
         raised = true;
     }
     dim3 grid(p->s_q, (p->num_heads + CFG_H - 1) / CFG_H);
-    MQA_CAT(mqa_kernel_, CFG_TAG)<<<grid, mj_mqa90_threads(), smem, stream>>>(*p);
+    MQA_CAT(mqa_kernel_, CFG_TAG)<<<grid, mj_mqa90t::kThreads, smem, stream>>>(*p);  // mj_mqa90t_threads(), 384 for the folding body
     return cudaGetLastError();
 }
