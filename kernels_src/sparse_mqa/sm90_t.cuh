@@ -74,7 +74,7 @@ static_assert(MJ_D_LATENT == 512 && MJ_D_ROPE == 64, "sparse MQA is specialized 
 // end of the tile) carried a NaN of one head's P into every head's O (the GPU suite's containment test). Both warpgroups on
 // every tile (S^T's k-steps, softmax by head and O^T's column blocks split; commit 87c0ad8): 4.59-4.66 against 4.48-4.56 ms.
 static_assert((kH == 16 || kH == 32) && kN == 64 && (kS == 2 || MJ_MQA90T8_FOLD), "sparse MQA sm90 (keys as M): BLOCK_H 16 or 32, BLOCK_N 64, 2 stages");
-// The FP8 cache (not folded): the producer holds 16 rows of codes a thread (sm90_f8_producer.cuh), so BLOCK_H 16 only, whose
+// The FP8 cache (not folded): 8 producer warps hold 8 rows of codes a thread (sm90_f8_producer.cuh), so BLOCK_H 16 only, whose
 // math fits the registers left.
 constexpr bool kF8 = MJ_KV_FP8 != 0 && MJ_MQA90T8_FOLD == 0;
 static_assert(!kF8 || kH == 16, "sparse MQA sm90 (keys as M) on the FP8 cache: BLOCK_H 16");
