@@ -7,6 +7,13 @@
 
 typedef long long mj_i64;
 
+// A rule both sides evaluate at run time (not only in constant expressions): callable from host and device code.
+#if defined(__CUDACC__)
+#define MJ_ABI_HD __host__ __device__
+#else
+#define MJ_ABI_HD
+#endif
+
 // ---------------------------------------------------------------------------------------------------------
 // MHA forward (dense causal, or causal AND top-k bitmask). Varlen batch, bottom-right causal alignment:
 // request r has s_q = cu_q[r+1]-cu_q[r] queries and s_k = cu_k[r+1]-cu_k[r] keys; local query i sits at key
@@ -131,6 +138,13 @@ struct TopkMaskParams {
 //   block_size, 656] (mlajit.h "FP8 latent cache": 512 e4m3fn, 4 fp32 scales, 64 bf16 k_pe) and the kv
 //   strides count bytes (multiples of 16); the kernels compute with bf16(float(e4m3) * scale) and k_pe as
 //   stored.
+// - Key-set pre-pass (kept_rows not NULL): the kernel sparse_mqa/compact.cuh, launched before the main kernel with the
+//   same params, grid.x tokens of the call (as the main kernel's) and mj_mqa_compact_threads() threads,
+//   mj_mqa_compact_smem_bytes(topk) bytes of shared memory, writes for token cu_q[0] + i (i = 0 .. grid.x - 1) its row
+//   i of kept_rows: the latent rows of the row's set of valid keys (each key once, at its lowest position, in row order)
+//   as byte offsets from kv over 16, and kept_count[i] of them. The main kernels then read that list instead of
+//   building the set themselves (same keys, same order: the same result bits). The host takes the list form only where
+//   every latent row is 16-byte aligned and the cache spans less than 2^36 bytes. NULL: every block builds its own set.
 // ---------------------------------------------------------------------------------------------------------
 struct SparseMqaFwdParams {
     const void* q;            // bf16 [s_q, h, 576]
@@ -159,6 +173,9 @@ struct SparseMqaFwdParams {
     int block_size;           // rows per page (paged form)
     int num_pages;            // pages in kv: a table entry outside [0, num_pages) makes its keys invalid
     int causal;               // 1: DSA's causal index semantics (see above); 0: FlashMLA's
+    unsigned* kept_rows;      // NULL, or uint32 [tokens of the call, kept_stride]: the key-set pre-pass's list (above)
+    int* kept_count;          // int32 [tokens of the call]: its lengths (with kept_rows)
+    mj_i64 kept_stride;       // entries between two tokens' rows of kept_rows, >= topk
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -186,6 +203,15 @@ static constexpr int mj_mha90_smem_bytes(int block_m, int block_n, int stages, i
 // a bitmap and a prefix count per 32 positions in shared memory; the host refuses wider rows.
 static constexpr int mj_mqa_max_width = 8192;
 static constexpr int mj_mqa_index_set_bytes = (mj_mqa_max_width / 32) * 6 + 16;
+// The set build's hash table (8 bytes a slot) for a row of `width` positions: a power of two >= 2 * width, from 64 up to
+// mj_mqa_max_width slots. The key-set pre-pass (sparse_mqa/compact.cuh): the set, then the table, in shared memory.
+static constexpr MJ_ABI_HD int mj_mqa_hash_slots(int width) {
+    int n = 64;
+    while (n < 2 * width && n < mj_mqa_max_width) n <<= 1;
+    return n;
+}
+static constexpr int mj_mqa_compact_threads() { return 256; }
+static constexpr int mj_mqa_compact_smem_bytes(int width) { return mj_mqa_index_set_bytes + mj_mqa_hash_slots(width) * 8; }
 static constexpr int mj_mqa_threads(int warps) { return warps * 32; }
 static constexpr int mj_mqa_smem_bytes(int block_h, int block_n, int stages, int d_qk, int d_v) {
     // Q tile + K ring (V is the first d_v columns of K) + P tile (bf16) + row-stat scratch (512 B) +

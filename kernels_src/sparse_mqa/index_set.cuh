@@ -13,8 +13,22 @@
 // free before the pipeline starts): entries are (key, lowest position holding it), 64 bits each; the copy at
 // the lowest position survives, so the compacted order (and with it every result bit) is the same on every
 // run, whatever order the threads insert in.
+//
+// The key-set pre-pass (sparse_mqa/compact.cuh, SparseMqaFwdParams::kept_rows not NULL): a separate kernel builds each
+// token's set once with the same build_keep and writes the set's c-th key as its latent row (write_kept_rows: 16-byte
+// units from p.kv, in the same compacted order) and the set's size. The main kernels' entry points below then read the
+// list: build_set only fetches the size (no hash table, no scan), set_row / set_key + key_row load row c's offset with
+// one load. Same keys in the same order, so every result bit is the same as with the in-kernel build.
+//
+// The list form is a development switch, MJ_MQA_KEPT_LIST = 1 (tools/dev/mqa: config tags ending in "_pre"), not measured on
+// a GPU yet (session 25, docs/PERF.md "Sparse MQA key-set pre-pass"); without it the kernels never look at kept_rows and
+// compile as before.
 #pragma once
 #include "mlajit_device.cuh"
+
+#ifndef MJ_MQA_KEPT_LIST
+#define MJ_MQA_KEPT_LIST 0
+#endif
 
 namespace mj_idx {
 
@@ -24,7 +38,11 @@ constexpr int kSetBytes = mj_mqa_index_set_bytes;    // keep [kWords] u32, pref 
 static_assert(kSetBytes >= kWords * 6 + 4, "index set layout");
 constexpr int kHashSlotsMax = kMaxWidth;             // 8 bytes a slot
 constexpr int kHashBytes = kHashSlotsMax * 8;         // scratch the widest row's table needs
+static_assert(mj_mqa_hash_slots(kMaxWidth) == kHashSlotsMax, "hash table bound");
 constexpr unsigned long long kEmpty = ~0ull;
+// pref[0] of a built set is 0 (an exclusive prefix); build_set stores kListMark there when the set comes from the
+// pre-pass's list, so that set_key (which is given no Request) knows the list form.
+constexpr unsigned short kListMark = 0xffffu;
 
 // The key set in shared memory (kSetBytes at `base`): keep [kWords] u32, pref [kWords] u16, nvalid.
 struct SetView {
@@ -42,6 +60,8 @@ struct Request {
     int kv_len;      // keys of the request: an index is valid iff 0 <= index < kv_len
     mj_i64 kv_base;  // contiguous form: kv row of the request's key 0
     int last;        // and index <= last (causal: the query's own key position; else kv_len - 1)
+    int slot;        // the token's number within the call (tok - cu_seqlens_q[0]): its row of the pre-pass's list
+    const unsigned* kept;  // that row (p.kept_rows + slot * p.kept_stride), or nullptr without the pre-pass
 };
 
 // The token of grid block `b` of `nblocks` (later tokens, which have more keys, go first) and its request.
@@ -52,9 +72,10 @@ MJ_DEVICE int token_of_block(const SparseMqaFwdParams& p, int b, int nblocks) {
     return first + nblocks - 1 - b;
 }
 MJ_DEVICE Request request_of_token(const SparseMqaFwdParams& p, int tok) {
-    Request q{0, p.s_kv, 0, p.s_kv - 1};
+    Request q{0, p.s_kv, 0, p.s_kv - 1, tok, nullptr};
     int local = tok, s_q = p.s_q;  // the query's position within its request, the request's queries
     if (p.cu_seqlens_q != nullptr) {  // largest r with cu_q[r] <= tok
+        q.slot = tok - p.cu_seqlens_q[0];
         int lo = 0, hi = p.batch;
         while (hi - lo > 1) {
             const int mid = (lo + hi) >> 1;
@@ -67,6 +88,7 @@ MJ_DEVICE Request request_of_token(const SparseMqaFwdParams& p, int tok) {
         s_q = p.cu_seqlens_q[lo + 1] - p.cu_seqlens_q[lo];
     }
     q.last = p.causal ? q.kv_len - s_q + local : q.kv_len - 1;  // bottom-right causal alignment
+    if (MJ_MQA_KEPT_LIST && p.kept_rows != nullptr) q.kept = p.kept_rows + (mj_i64)q.slot * p.kept_stride;
     return q;
 }
 
@@ -88,19 +110,24 @@ MJ_DEVICE const unsigned char* kv_row(const SparseMqaFwdParams& p, const Request
     }
     return kv + (rq.kv_base + key) * p.kv_stride_tok * kKvElemBytes;
 }
+// A latent row as the pre-pass's list stores it: 16-byte units from p.kv (the host takes the list form only where every
+// row is 16-byte aligned and the cache spans less than 2^32 units), and back.
+MJ_DEVICE unsigned row_units(const SparseMqaFwdParams& p, const unsigned char* row) {
+    return (unsigned)((unsigned long long)(row - (const unsigned char*)p.kv) >> 4);
+}
+MJ_DEVICE const unsigned char* units_row(const SparseMqaFwdParams& p, unsigned units) {
+    return (const unsigned char*)p.kv + ((unsigned long long)units << 4);
+}
 
 // A key is valid iff it is in its request's range (key_in_range) and, paged, its block-table entry is a page (page_ok).
 MJ_DEVICE bool key_in_range(const Request& rq, int key) { return key >= 0 && key < rq.kv_len && key <= rq.last; }
 
 MJ_DEVICE unsigned hash_slot(unsigned key, unsigned mask) { return (key * 2654435761u >> 7) & mask; }
 
-// Hash-table slots for a row of `width` positions: a power of two >= 2 * width (load factor <= 1/2), at most
-// kHashSlotsMax (then >= width: the load factor stays <= 1 and every insert finds a slot).
-MJ_DEVICE int hash_slots(int width) {
-    int n = 64;
-    while (n < 2 * width && n < kHashSlotsMax) n <<= 1;
-    return n;
-}
+// Hash-table slots for a row of `width` positions (mlajit_abi.h's rule, which the pre-pass's host side sizes its shared
+// memory with): a power of two >= 2 * width (load factor <= 1/2), at most kHashSlotsMax (then >= width: the load factor
+// stays <= 1 and every insert finds a slot).
+MJ_DEVICE int hash_slots(int width) { return mj_mqa_hash_slots(width); }
 
 // Inserts (key, pos) keeping the lowest position per key; returns the slot.
 MJ_DEVICE unsigned hash_insert(unsigned long long* tab, unsigned mask, unsigned key, unsigned pos) {
@@ -120,14 +147,15 @@ MJ_DEVICE unsigned hash_insert(unsigned long long* tab, unsigned mask, unsigned 
     }
 }
 
-// Builds keep / pref / nvalid for the token's row. All THREADS threads of the block call it; `hash` is
-// scratch of >= hash_slots(width) * 4 bytes, `warp_tot` 32 bytes of scratch. Ends with a block barrier;
-// the scratch is free again afterwards. Reads every index of the row once (plus one block-table entry per
-// valid index in the paged form).
-template <int THREADS>
-MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
-                         unsigned short* pref, int* nvalid, unsigned long long* hash) {
+// Builds keep / pref / nvalid for the token's row (width <= MAXW). All THREADS threads of the block call it; `hash`
+// is scratch of >= hash_slots(width) * 8 bytes. Ends with a block barrier; the scratch is free again afterwards. Reads
+// every index of the row once (plus one block-table entry per valid index in the paged form). The kernels call it
+// through build_set; the pre-pass (sparse_mqa/compact.cuh) directly, with a MAXW its launch guarantees.
+template <int THREADS, int MAXW = kMaxWidth>
+MJ_DEVICE void build_keep(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
+                          unsigned short* pref, int* nvalid, unsigned long long* hash) {
     static_assert(THREADS % 32 == 0, "whole warps");
+    static_assert(MAXW % 32 == 0 && MAXW <= kMaxWidth, "row width bound");
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int slots = hash_slots(width);
     const unsigned mask = (unsigned)slots - 1;
@@ -137,7 +165,7 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
     // before the first insert: one position at a time (load, dependent load, insert) cost ~11-13 us a block at width
     // 2048, 14-18 % of the Hopper kernels (session 24, docs/PERF.md). The first batch's index loads are issued before
     // the table is cleared, so their latency hides behind the clearing and its barrier.
-    constexpr int kPer = (kMaxWidth + THREADS - 1) / THREADS;
+    constexpr int kPer = (MAXW + THREADS - 1) / THREADS;
     constexpr int kBatch = 8;
     const bool paged = p.block_table != nullptr;
     auto pos_of = [&](int i) { return w * 32 + i * THREADS + lane; };
@@ -211,6 +239,47 @@ MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const i
     __syncthreads();
 }
 
+// The kernels' entry: builds the token's set (build_keep), or, with the pre-pass's list (rq.kept), only fetches its
+// size and marks the list form (kListMark); the scratch is then not touched. Ends with a block barrier either way.
+template <int THREADS>
+MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
+                         unsigned short* pref, int* nvalid, unsigned long long* hash) {
+    if (rq.kept != nullptr) {
+        if (threadIdx.x == 0) {
+            *nvalid = p.kept_count[rq.slot];
+            pref[0] = kListMark;
+        }
+        __syncthreads();
+        return;
+    }
+    build_keep<THREADS>(p, rq, irow, width, keep, pref, nvalid, hash);
+}
+
+// The pre-pass's output for a built set (after build_keep, all THREADS threads): out[c] = the c-th kept key's latent row
+// (row_units), c < nvalid, in the compacted order. A kept position's c is its word's prefix plus the kept positions below
+// it in the word. The index-row and block-table loads (cache hits: build_keep just read them) go out before the stores.
+template <int THREADS, int MAXW = kMaxWidth>
+MJ_DEVICE void write_kept_rows(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, const unsigned* keep,
+                               const unsigned short* pref, unsigned* out) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    constexpr int kPer = (MAXW + THREADS - 1) / THREADS;
+    int key[kPer];
+    unsigned word[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int base = w * 32 + i * THREADS;
+        word[i] = base < width ? keep[base >> 5] : 0u;
+        key[i] = (word[i] >> lane) & 1u ? irow[base + lane] : -1;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        if (key[i] < 0) continue;
+        const int base = w * 32 + i * THREADS;
+        const int c = (int)pref[base >> 5] + __popc(word[i] & ((1u << lane) - 1u));
+        out[c] = row_units(p, kv_row(p, rq, key[i]));
+    }
+}
+
 // Position in the row of the c-th kept key (0 <= c < nvalid).
 MJ_DEVICE int kept_position(const unsigned* keep, const unsigned short* pref, int nwords, int c) {
     int lo = 0, hi = nwords;  // largest word with pref <= c
@@ -224,20 +293,26 @@ MJ_DEVICE int kept_position(const unsigned* keep, const unsigned short* pref, in
 }
 
 // The latent row of the set's c-th key (index row irow, nwords words of the set), or nullptr past the set (c >= nvalid):
-// what a Hopper producer lane copies (or zero-fills) for tile row c.
+// what a Hopper producer lane copies (or zero-fills) for tile row c. With the pre-pass's list: its entry c.
 MJ_DEVICE const unsigned char* set_row(const SparseMqaFwdParams& p, const Request& rq, const int* irow, const SetView& ks, int nwords,
                                        int nvalid, int c) {
-    return c < nvalid ? kv_row(p, rq, irow[kept_position(ks.keep, ks.pref, nwords, c)]) : nullptr;
+    if (c >= nvalid) return nullptr;
+    if (rq.kept != nullptr) return units_row(p, rq.kept[c]);
+    return kv_row(p, rq, irow[kept_position(ks.keep, ks.pref, nwords, c)]);
 }
 
 // The key of the set's c-th position, or -1 past the set; then that key's row (nullptr for -1): set_row in two steps, so
 // the FP8 producers issue a row's two dependent loads (index row, block table) a tile apart. (The bf16 producers did the
-// same under a development switch in session 23; no faster on an H100, docs/PERF.md, removed.)
+// same under a development switch in session 23; no faster on an H100, docs/PERF.md, removed.) With the pre-pass's list
+// (kListMark) the "key" is c itself and key_row makes the one load (the list's entry c).
 MJ_DEVICE int set_key(const int* irow, const SetView& ks, int nwords, int nvalid, int c) {
-    return c < nvalid ? irow[kept_position(ks.keep, ks.pref, nwords, c)] : -1;
+    if (c >= nvalid) return -1;
+    if (MJ_MQA_KEPT_LIST && ks.pref[0] == kListMark) return c;
+    return irow[kept_position(ks.keep, ks.pref, nwords, c)];
 }
 MJ_DEVICE const unsigned char* key_row(const SparseMqaFwdParams& p, const Request& rq, int key) {
-    return key >= 0 ? kv_row(p, rq, key) : nullptr;
+    if (key < 0) return nullptr;
+    return rq.kept != nullptr ? units_row(p, rq.kept[key]) : kv_row(p, rq, key);
 }
 
 }  // namespace mj_idx

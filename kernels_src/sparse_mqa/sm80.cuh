@@ -287,9 +287,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa::kThreads, mj_mqa::kMinBlock
     bool rvalid = false;
     // Latent row of this thread's gather row in tile `tile` (nullptr past the key set's end).
     auto fetch_idx = [&](int tile) -> const unsigned char* {
-        const int c = tile * kN + lrow;
-        if (c >= nvalid) return nullptr;
-        return mj_idx::kv_row(p, rq, irow[mj_idx::kept_position(ks.keep, ks.pref, nwords, c)]);
+        return mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, tile * kN + lrow);
     };
     // Copy i of a row goes to chunk kTPR * (e ^ lflip) + lsub of 128-byte group i / kCPG (e = i % kCPG):
     // per-thread source/destination offsets for the kCPG values of e, plus compile-time group offsets.

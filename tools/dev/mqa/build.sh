@@ -39,14 +39,21 @@ while read -r tag h n s k m pp skip fp8; do
                        case $tag in *sm90w2*) defs="$defs -DMJ_MQA90_SCHED=2";; esac  # bf16: schedule 2 (tile pairs)
                        case $tag in *sm90w2e*) defs="$defs -DMJ_MQA90_S2EARLY=1";; esac  # schedule 2: P of E handed over during its own P V
                        case $tag in *sm90sp*) defs="$defs -DMJ_MQA90_SPLITREL=1";; esac;; esac  # bf16: slots released in two parts
+  case $tag in *_pre) defs="$defs -DMJ_MQA_KEPT_LIST=1";; esac  # the kernel reads the key-set pre-pass's list (index_set.cuh)
   $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
 done < <(grep -o '^ *X([^)]*)' $CFG_FILE | sed 's/X(//; s/)//; s/,/ /g')
+# The key-set pre-pass (kernels_src/sparse_mqa/compact.cuh): one object per line of compact_variants.h. A config whose tag
+# ends in "_pre" compiles its kernel as without the suffix plus MJ_MQA_KEPT_LIST=1; the harness runs the pre-pass before it.
+while read -r ct cw f8; do
+  $NVCC -Xptxas -v -DCFG_CT=$ct -DCFG_CW=$cw -DCFG_FP8=$f8 -c compact_cfg.cu -o $BUILD/c_${ct}_${cw}_${f8}.o > $BUILD/c_${ct}_${cw}_${f8}.log 2>&1 &
+  pids+=($!); objs+=($BUILD/c_${ct}_${cw}_${f8}.o)
+done < <(grep -o '^ *X([^)]*)' compact_variants.h | sed 's/X(//; s/)//; s/,/ /g')
 $NVCC -DMQA_CONFIGS_FILE="\"$CFG_FILE\"" -c harness.cu -o $BUILD/harness.o &
 pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait $p || fail=1; done
-for f in $BUILD/k_*.log; do echo "$f: $(grep -o 'Used [0-9]* registers\|[0-9]* bytes spill stores' $f | tr '\n' ' ')"; done
+for f in $BUILD/k_*.log $BUILD/c_*.log; do echo "$f: $(grep -o 'Used [0-9]* registers\|[0-9]* bytes spill stores' $f | tr '\n' ' ')"; done
 [ $fail = 0 ] || { cat $BUILD/*.log; echo BUILD FAILED; exit 1; }
 $NVCC ${objs[@]} $BUILD/harness.o -o $BUILD/harness
 echo built $BUILD/harness

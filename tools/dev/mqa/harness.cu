@@ -13,6 +13,11 @@
 // padding for the first 2047 queries, at the row end or, with --scatter, spread over the row), cudaEvents,
 // 3 warm-ups, median of --reps (15); the copy ceiling (1 GiB device-to-device) measured first.
 // Reference semantics: the row's set of valid keys (a key listed twice is attended once).
+// Key-set pre-pass (session 25): a config whose tag ends in "_pre" runs kernels_src/sparse_mqa/compact.cuh first (the
+// variant of compact_variants.h with --compact-threads N, default 256) and its kernel reads the list. Its checks also
+// compare the list with the host's (every checked token: same rows, same order, same count) and its outputs bit for bit
+// with the same config without the pre-pass when that ran first on the same case; its bench times the pre-pass alone,
+// the kernel alone (reading the list) and the two together.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "mlajit_abi.h"
+#include "compact_variants.h"
 #ifdef MQA_CONFIGS_FILE  // build.sh CFG_FILE=...
 #include MQA_CONFIGS_FILE
 #else
@@ -59,6 +65,38 @@ static const Cfg kCfgs[] = {
     MQA_CONFIGS(ENTRY)
 #undef ENTRY
 };
+// "_pre" configs: the key-set pre-pass before the kernel; base_tag: the same config without it.
+static bool is_pre(const Cfg& c) {
+    const size_t n = strlen(c.tag);
+    return n > 4 && !strcmp(c.tag + n - 4, "_pre");
+}
+static std::string base_tag(const Cfg& c) { return is_pre(c) ? std::string(c.tag, strlen(c.tag) - 4) : std::string(c.tag); }
+
+#define CDECL(ct, cw, f8) extern "C" cudaError_t mqa_compact_launch_##ct##_##cw##_##f8(const SparseMqaFwdParams*, cudaStream_t);
+MQA_COMPACT_VARIANTS(CDECL)
+#undef CDECL
+struct CompactVariant {
+    int threads, maxw, fp8;
+    cudaError_t (*launch)(const SparseMqaFwdParams*, cudaStream_t);
+};
+static const CompactVariant kCompact[] = {
+#define CENTRY(ct, cw, f8) {ct, cw, f8, mqa_compact_launch_##ct##_##cw##_##f8},
+    MQA_COMPACT_VARIANTS(CENTRY)
+#undef CENTRY
+};
+static int g_compact_threads = 256;
+// The narrowest width class holding `width` at `threads` (0: the default --compact-threads).
+static const CompactVariant* compact_for(int width, bool fp8, int threads = 0) {
+    if (threads == 0) threads = g_compact_threads;
+    const CompactVariant* best = nullptr;
+    for (const CompactVariant& v : kCompact)
+        if (v.threads == threads && v.fp8 == (fp8 ? 1 : 0) && width <= v.maxw && (!best || v.maxw < best->maxw)) best = &v;
+    if (!best) {
+        fprintf(stderr, "no pre-pass variant for %d threads, width %d, fp8 %d in compact_variants.h\n", threads, width, (int)fp8);
+        exit(2);
+    }
+    return best;
+}
 
 static FILE* g_log = nullptr;
 static bool g_single_launch = false;  // sanitizer runs: one launch per check
@@ -176,6 +214,9 @@ struct Problem {
     int nan_key = -1;                // contiguous kv row whose second scale is NaN (-1: none)
     std::vector<double> r_out, r_lse, r_ml;  // [check][h][512], [check][h]
     double valid_pairs = 0;                  // sum over tokens of valid indices
+    bool causal = false;                     // SparseMqaFwdParams::causal = 1 (batched form only here)
+    unsigned* dkept = nullptr;               // the pre-pass's list [tokens of the call][topk] and its counts
+    int* dcount = nullptr;
     // device
     void *dq = nullptr, *dkv = nullptr, *dout = nullptr;
     int *didx = nullptr, *dcuq = nullptr, *dcukv = nullptr;
@@ -183,9 +224,15 @@ struct Problem {
     size_t out_elems = 0, lse_elems = 0;
 
     void req_of(int tok, int& base, int& len) const {
+        int last;
+        req_of(tok, base, len, last);
+    }
+    // last: the highest valid key (causal: the query's own position, bottom-right aligned; else len - 1).
+    void req_of(int tok, int& base, int& len, int& last) const {
         if (cu_q.empty()) {
             base = 0;
             len = s_kv;
+            last = causal ? s_kv - s_q + tok : s_kv - 1;
             return;
         }
         int r = 0;
@@ -193,10 +240,12 @@ struct Problem {
         if (r + 1 >= (int)cu_q.size()) {  // before a sub-batch's first token: not part of the call
             base = 0;
             len = 0;
+            last = -1;
             return;
         }
         base = cu_kv[r];
         len = cu_kv[r + 1] - cu_kv[r];
+        last = causal ? len - (cu_q[r + 1] - cu_q[r]) + (tok - cu_q[r]) : len - 1;
     }
 };
 
@@ -353,12 +402,12 @@ static void reference(Problem& P) {
         for (int d = 0; d < 576; ++d) kvf[(size_t)r * 576 + d] = bf2f(P.kv[(size_t)r * P.kv_st + d]);
     parallel_for(nc * P.h, [&](int job) {
         const int ci = job / P.h, hh = job % P.h, tok = P.check_toks[ci];
-        int base, len;
-        P.req_of(tok, base, len);
+        int base, len, last;
+        P.req_of(tok, base, len, last);
         std::vector<int> rows;  // the row's set of valid keys: a key listed twice is attended once
         for (int j = 0; j < P.topk; ++j) {
             int v = P.idx[(size_t)tok * P.idx_st + j];
-            if (v >= 0 && v < len) rows.push_back(base + v);
+            if (v >= 0 && v < len && v <= last) rows.push_back(base + v);
         }
         std::sort(rows.begin(), rows.end());
         rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
@@ -408,6 +457,8 @@ static void upload(Problem& P) {
     }
     CK(cudaMalloc(&P.didx, P.idx.size() * 4));
     CK(cudaMemcpy(P.didx, P.idx.data(), P.idx.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&P.dkept, (size_t)P.s_q * P.topk * 4));
+    CK(cudaMalloc(&P.dcount, (size_t)P.s_q * 4));
     P.out_elems = (size_t)P.s_q * P.o_st;
     P.lse_elems = (size_t)P.s_q * P.lse_st;
     CK(cudaMalloc(&P.dout, P.out_elems * 2));
@@ -422,12 +473,12 @@ static void upload(Problem& P) {
     P.valid_pairs = 0;
     std::vector<int> keys;
     for (int t = 0; t < P.s_q; ++t) {
-        int base, len;
-        P.req_of(t, base, len);
+        int base, len, last;
+        P.req_of(t, base, len, last);
         keys.clear();
         for (int j = 0; j < P.topk; ++j) {
             int v = P.idx[(size_t)t * P.idx_st + j];
-            if (v >= 0 && v < len) keys.push_back(v);
+            if (v >= 0 && v < len && v <= last) keys.push_back(v);
         }
         std::sort(keys.begin(), keys.end());
         P.valid_pairs += std::unique(keys.begin(), keys.end()) - keys.begin();
@@ -444,10 +495,12 @@ static void release(Problem& P) {
     if (P.dcukv) cudaFree(P.dcukv);
     if (P.dbt) cudaFree(P.dbt);
     if (P.dkv8) cudaFree(P.dkv8);
+    cudaFree(P.dkept);
+    cudaFree(P.dcount);
     P = Problem();
 }
 
-static SparseMqaFwdParams params(const Problem& P, bool fp8 = false) {
+static SparseMqaFwdParams params(const Problem& P, bool fp8 = false, bool pre = false) {
     SparseMqaFwdParams p{};
     p.q = P.dq;
     p.q_stride_tok = P.q_st;
@@ -486,7 +539,74 @@ static SparseMqaFwdParams params(const Problem& P, bool fp8 = false) {
         p.kv_stride_tok = P.fp8_row_bytes;
         p.kv_stride_page = (mj_i64)P.block_size * P.fp8_row_bytes;
     }
+    p.causal = P.causal ? 1 : 0;
+    if (pre) {  // the list: row i = token first + i of the call
+        p.kept_rows = P.dkept;
+        p.kept_count = P.dcount;
+        p.kept_stride = P.topk;
+    }
     return p;
+}
+
+// The config's launch: with the pre-pass first ("_pre").
+static cudaError_t launch_cfg(const Cfg& c, const SparseMqaFwdParams& p) {
+    if (is_pre(c)) {
+        cudaError_t e = compact_for(p.topk, c.fp8 != 0)->launch(&p, 0);
+        if (e != cudaSuccess) return e;
+    }
+    return c.launch(&p, 0);
+}
+
+// The list the pre-pass must write for token `tok` (the kernels' semantics: the single-sequence paged form's keys run to
+// the table's capacity p.s_kv, a table entry outside [0, num_pages) makes its keys invalid).
+static std::vector<unsigned> expected_list(const Problem& P, const SparseMqaFwdParams& p, int tok, bool fp8) {
+    int base, len, last;
+    P.req_of(tok, base, len, last);
+    if (P.cu_q.empty()) {
+        len = p.s_kv;
+        last = P.causal ? len - P.s_q + tok : len - 1;
+    }
+    std::vector<unsigned> out;
+    std::vector<int> seen;
+    const mj_i64 ebytes = fp8 ? 1 : 2;
+    for (int j = 0; j < P.topk; ++j) {
+        const int key = P.idx[(size_t)tok * P.idx_st + j];
+        if (key < 0 || key >= len || key > last) continue;
+        mj_i64 off;
+        if (P.block_size) {
+            const int r = P.cu_q.empty() ? 0 : [&] { int rr = 0; while (!(P.cu_q[rr] <= tok && tok < P.cu_q[rr + 1])) ++rr; return rr; }();
+            const int pg = P.bt[(size_t)r * P.max_blocks + key / P.block_size];
+            if (pg < 0 || pg >= P.num_pages) continue;
+            off = (pg * p.kv_stride_page + (mj_i64)(key % P.block_size) * p.kv_stride_tok) * ebytes;
+        } else {
+            off = (mj_i64)(base + key) * p.kv_stride_tok * ebytes;
+        }
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+        seen.push_back(key);
+        out.push_back((unsigned)(off >> 4));
+    }
+    return out;
+}
+// Checks the pre-pass's list of every checked token against expected_list; returns the number of bad tokens (first in *what).
+static long check_list(const Problem& P, const SparseMqaFwdParams& p, bool fp8, std::string* what) {
+    const int first = P.cu_q.empty() ? 0 : P.cu_q[0];
+    std::vector<unsigned> rows((size_t)p.s_q * P.topk);
+    std::vector<int> cnt(p.s_q);
+    CK(cudaMemcpy(rows.data(), P.dkept, rows.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(cnt.data(), P.dcount, cnt.size() * 4, cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (int tok : P.check_toks) {
+        if (tok < first || tok >= first + p.s_q) continue;
+        const int i = tok - first;
+        const std::vector<unsigned> e = expected_list(P, p, tok, fp8);
+        const bool ok = cnt[i] == (int)e.size() && std::equal(e.begin(), e.end(), rows.begin() + (size_t)i * P.topk);
+        if (!ok && bad++ == 0) {
+            char b[160];
+            snprintf(b, sizeof b, "pre-pass list of tok %d: count %d, expected %zu", tok, cnt[i], e.size());
+            *what = b;
+        }
+    }
+    return bad;
 }
 
 static void poison(Problem& P) {
@@ -503,17 +623,29 @@ struct Result {
     long fails = 0, guard_bad = 0;
     bool deterministic = true;
     std::string first_fail;
+    long list_bad = 0;  // "_pre": checked tokens whose list differs from the host's
+    int same = -1;      // "_pre": outputs bit-identical to the config without the pre-pass (-1: that did not run)
 };
+// Outputs of the configs without the pre-pass on the current problem (by tag), for the "_pre" configs' bit comparison.
+struct Outs {
+    std::vector<uint16_t> o;
+    std::vector<float> l, m;
+};
+static std::vector<std::pair<std::string, Outs>> g_base_outs;
 
 static Result run_check(Problem& P, const Cfg& c) {
     Result R;
-    SparseMqaFwdParams p = params(P, c.fp8 != 0);
+    SparseMqaFwdParams p = params(P, c.fp8 != 0, is_pre(c));
     std::vector<uint16_t> o1(P.out_elems), o2(P.out_elems);
     std::vector<float> l1(P.lse_elems), m1(P.lse_elems), l2(P.lse_elems), m2(P.lse_elems);
     const int reps = g_single_launch ? 1 : 2;
     for (int rep = 0; rep < reps; ++rep) {
         poison(P);
-        CK(c.launch(&p, 0));
+        if (is_pre(c)) {  // the list poisoned too: an entry or count the pre-pass leaves unwritten shows
+            CK(cudaMemset(P.dkept, 0xff, (size_t)p.s_q * P.topk * 4));
+            CK(cudaMemset(P.dcount, 0xff, (size_t)p.s_q * 4));
+        }
+        CK(launch_cfg(c, p));
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy((rep ? o2 : o1).data(), P.dout, P.out_elems * 2, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy((rep ? l2 : l1).data(), P.dlse, P.lse_elems * 4, cudaMemcpyDeviceToHost));
@@ -581,7 +713,19 @@ static Result run_check(Problem& P, const Cfg& c) {
         }
     }
     R.rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    R.ok = R.fails == 0 && R.guard_bad == 0 && R.deterministic && R.rel <= 2e-2;
+    std::string list_what;
+    if (is_pre(c)) {
+        R.list_bad = check_list(P, p, c.fp8 != 0, &list_what);
+        for (auto& b : g_base_outs)
+            if (b.first == base_tag(c))
+                R.same = b.second.o == o1 && memcmp(b.second.l.data(), l1.data(), l1.size() * 4) == 0 &&
+                         memcmp(b.second.m.data(), m1.data(), m1.size() * 4) == 0;
+        if (R.first_fail.empty() && R.list_bad) R.first_fail = list_what;
+        if (R.first_fail.empty() && R.same == 0) R.first_fail = "outputs differ from " + base_tag(c) + "'s";
+    } else {
+        g_base_outs.push_back({c.tag, Outs{o1, l1, m1}});
+    }
+    R.ok = R.fails == 0 && R.guard_bad == 0 && R.deterministic && R.rel <= 2e-2 && R.list_bad == 0 && R.same != 0;
     return R;
 }
 
@@ -743,12 +887,37 @@ static Problem make_case(int which, Rng& rng) {
             quantize_kv(P, -1);
             make_paged(P, rng, 1);
             break;
+        case 23:  // FP8 rows so that every config runs it (the bf16 ones from bf16 pages of the dequantized rows)
+            basic("causal = 1 (DSA): batched, paged bs 16, h48 width 300, keys past each query's position, dups", 9, 1760, 48, 300, 1.0f);
+            P.causal = true;
+            P.batch = 4;
+            P.cu_q = {0, 3, 3, 7, 9};
+            P.cu_kv = {0, 400, 450, 1700, 1760};
+            for (int t = 0; t < 9; ++t) row_random(P, rng, t, 0.1), row_dups(P, rng, t, 0.15);
+            row_last_only(P, rng, 6);
+            quantize_kv(P, -1);
+            make_paged(P, rng, 16);
+            break;
+        case 24: {  // the table's spare entry (block 16) is out of range: keys 1024..1087 are invalid by their page alone
+            basic("paged single sequence bs 64, s_kv 1024: keys on bad page entries and past the table, dups, h32 width 512", 6, 1024, 32,
+                  512, 1.0f);
+            for (int t = 0; t < 6; ++t) {
+                row_random(P, rng, t, 0.1);
+                int* row = &P.idx[(size_t)t * P.idx_st];
+                for (int j = 0; j < P.topk; ++j)
+                    if (rng.uni() < 0.15) row[j] = 1024 + rng.below(t == 5 ? 200 : 64);  // 1088+: past the table's capacity
+                row_dups(P, rng, t, 0.1);
+            }
+            quantize_kv(P, -1);
+            make_paged(P, rng, 64);
+            break;
+        }
         default:
             break;
     }
     return P;
 }
-static const int kNumCases = 23;
+static const int kNumCases = 25;
 static bool is_sanitize_case(int cs) { return cs == 11 || cs == 21; }
 
 static std::vector<const Cfg*> pick(const std::string& list) {
@@ -807,6 +976,7 @@ int main(int argc, char** argv) {
         else if (a == "--no-bench") bench = false;
         else if (a == "--sanitize") sanitize = true, bench = false, g_single_launch = true;
         else if (a == "--log" && i + 1 < argc) g_log = fopen(argv[++i], "w");
+        else if (a == "--compact-threads" && i + 1 < argc) g_compact_threads = atoi(argv[++i]);
         else {
             fprintf(stderr, "unknown argument %s\n", a.c_str());
             return 2;
@@ -828,6 +998,7 @@ int main(int argc, char** argv) {
             Problem P = make_case(cs, rng);
             reference(P);
             upload(P);
+            g_base_outs.clear();
             out("case %d: %s  (s_q %d, s_kv %d, h %d, topk %d)\n", cs, P.name.c_str(), P.s_q, P.s_kv, P.h, P.topk);
             for (const Cfg* c : cfgs) {
                 if (c->skip) continue;  // timing-only variants compute something else
@@ -835,9 +1006,11 @@ int main(int argc, char** argv) {
                 Result R = run_check(P, *c);
                 total_run++;
                 total_fail += !R.ok;
-                out("  %-12s %s  rel %.3e  max|e|/scale %.3e  lse %.2e  ml %.2e  fails %ld  guard %ld  det %s %s\n", c->tag,
+                out("  %-12s %s  rel %.3e  max|e|/scale %.3e  lse %.2e  ml %.2e  fails %ld  guard %ld  det %s%s %s\n", c->tag,
                     R.ok ? "PASS" : "FAIL", R.rel, R.max_ratio, R.lse_err, R.ml_err, R.fails, R.guard_bad,
-                    R.deterministic ? "yes" : "NO", R.first_fail.c_str());
+                    R.deterministic ? "yes" : "NO",
+                    !is_pre(*c) ? "" : R.list_bad ? "  list BAD" : R.same == 1 ? "  list ok, same bits" : R.same == 0 ? "  list ok, bits DIFFER" : "  list ok",
+                    R.first_fail.c_str());
             }
             release(P);
         }
@@ -848,6 +1021,7 @@ int main(int argc, char** argv) {
         int h;
         double ms, tf_all, tf_valid, gather_tbs;
         const char* status;
+        double pre_ms = -1, both_ms = -1;  // "_pre": the pre-pass alone, pre-pass + kernel (ms: the kernel alone)
     };
     std::vector<Row> rows;
     double copy_tbs = 0;
@@ -890,6 +1064,48 @@ int main(int argc, char** argv) {
             const double flops_all = 2.0 * P.s_q * (double)h * P.topk * (576 + 512);
             const double flops_valid = 2.0 * P.valid_pairs * h * (576 + 512);
             out("bench h=%d: s_q=s_kv=%d topk=%d, valid fraction %.4f\n", h, P.s_q, P.topk, P.valid_pairs / ((double)P.s_q * P.topk));
+            g_base_outs.clear();
+            // Median of `reps` timed runs of f (after 3 warm-ups), ms; min / max through lo / hi.
+            auto time_ms = [&](const std::function<void()>& f, double* lo = nullptr, double* hi = nullptr) {
+                for (int i = 0; i < 3; ++i) f();
+                CK(cudaDeviceSynchronize());
+                cudaEvent_t e0, e1;
+                CK(cudaEventCreate(&e0));
+                CK(cudaEventCreate(&e1));
+                std::vector<float> ts;
+                for (int i = 0; i < reps; ++i) {
+                    CK(cudaEventRecord(e0));
+                    f();
+                    CK(cudaEventRecord(e1));
+                    CK(cudaEventSynchronize(e1));
+                    float ms;
+                    CK(cudaEventElapsedTime(&ms, e0, e1));
+                    ts.push_back(ms);
+                }
+                CK(cudaEventDestroy(e0));
+                CK(cudaEventDestroy(e1));
+                std::sort(ts.begin(), ts.end());
+                if (lo) *lo = ts.front();
+                if (hi) *hi = ts.back();
+                return (double)ts[ts.size() / 2];
+            };
+            bool any_pre = false;
+            for (const Cfg* c : pick(bench_list))
+                if (is_pre(*c) && (cfg_list.empty() || std::find(cfgs.begin(), cfgs.end(), c) != cfgs.end())) any_pre = true;
+            if (any_pre) {  // every pre-pass variant that holds the row, alone (its list checked on the bench's checked tokens)
+                for (const CompactVariant& v : kCompact) {
+                    if (P.topk > v.maxw || (v.fp8 && !P.fp8)) continue;
+                    const SparseMqaFwdParams p = params(P, v.fp8 != 0, true);
+                    CK(cudaMemset(P.dkept, 0xff, (size_t)p.s_q * P.topk * 4));
+                    const double ms = time_ms([&] { CK(v.launch(&p, 0)); });
+                    std::string what;
+                    const long bad = check_list(P, p, v.fp8 != 0, &what);
+                    total_run++;
+                    total_fail += bad != 0;
+                    out("  pre-pass alone: %3d threads, rows <= %4d, %s cache: %.4f ms  list %s %s\n", v.threads, v.maxw, v.fp8 ? "FP8 " : "bf16",
+                        ms, bad ? "BAD" : "ok", what.c_str());
+                }
+            }
             std::vector<const Cfg*> sel;
             for (const Cfg* c : pick(bench_list)) {
                 if (!cfg_list.empty() && std::find(cfgs.begin(), cfgs.end(), c) == cfgs.end()) continue;
@@ -911,44 +1127,42 @@ int main(int argc, char** argv) {
                     total_run++;
                     total_fail += !R.ok;
                 }
-                SparseMqaFwdParams p = params(P, c->fp8 != 0);
-                for (int i = 0; i < 3; ++i) CK(c->launch(&p, 0));
-                CK(cudaDeviceSynchronize());
-                cudaEvent_t e0, e1;
-                CK(cudaEventCreate(&e0));
-                CK(cudaEventCreate(&e1));
-                std::vector<float> ts;
-                for (int i = 0; i < reps; ++i) {
-                    CK(cudaEventRecord(e0));
-                    CK(c->launch(&p, 0));
-                    CK(cudaEventRecord(e1));
-                    CK(cudaEventSynchronize(e1));
-                    float ms;
-                    CK(cudaEventElapsedTime(&ms, e0, e1));
-                    ts.push_back(ms);
+                const bool pre = is_pre(*c);
+                SparseMqaFwdParams p = params(P, c->fp8 != 0, pre);
+                if (pre) {  // a valid list for the kernel-alone timing
+                    CK(compact_for(p.topk, c->fp8 != 0)->launch(&p, 0));
+                    CK(cudaDeviceSynchronize());
                 }
-                std::sort(ts.begin(), ts.end());
-                const double ms = ts[ts.size() / 2];
+                double tmin, tmax;
+                const double ms = time_ms([&] { CK(c->launch(&p, 0)); }, &tmin, &tmax);  // the kernel alone
+                double pre_ms = -1, both_ms = -1;
+                if (pre) {
+                    pre_ms = time_ms([&] { CK(compact_for(p.topk, c->fp8 != 0)->launch(&p, 0)); });
+                    both_ms = time_ms([&] { CK(launch_cfg(*c, p)); });
+                }
                 const std::string tag = std::string(c->tag) + (repeat ? "(again)" : "");
                 // Gathered latent bytes: every valid key's 1152-byte row, once per 64- (or BLOCK_H-) head block.
                 const double gathered = P.valid_pairs * (c->fp8 ? 656.0 : 1152.0) * ((h + c->bh - 1) / c->bh);
                 rows.push_back({tag, h, ms, flops_all / ms * 1e-9, flops_valid / ms * 1e-9, gathered / (ms * 1e-3) * 1e-12,
-                                c->skip ? "diag" : repeat ? "-" : R.ok ? "ok" : "FAIL"});
-                out("  %-17s %s rel %.3e lse %.2e ml %.2e det %s  %.3f ms (min %.3f max %.3f)  %.1f TFLOP/s (valid %.1f) %s\n",
-                    tag.c_str(), repeat || c->skip ? "----" : R.ok ? "PASS" : "FAIL", R.rel, R.lse_err, R.ml_err, R.deterministic ? "yes" : "NO", ms,
-                    ts.front(), ts.back(), flops_all / ms * 1e-9, flops_valid / ms * 1e-9, R.first_fail.c_str());
-                CK(cudaEventDestroy(e0));
-                CK(cudaEventDestroy(e1));
+                                c->skip ? "diag" : repeat ? "-" : R.ok ? "ok" : "FAIL", pre_ms, both_ms});
+                out("  %-17s %s rel %.3e lse %.2e ml %.2e det %s%s  %.3f ms (min %.3f max %.3f)  %.1f TFLOP/s (valid %.1f) %s\n",
+                    tag.c_str(), repeat || c->skip ? "----" : R.ok ? "PASS" : "FAIL", R.rel, R.lse_err, R.ml_err, R.deterministic ? "yes" : "NO",
+                    !pre || repeat ? "" : R.same == 1 ? " same bits" : R.same == 0 ? " bits DIFFER" : "", ms, tmin, tmax,
+                    flops_all / ms * 1e-9, flops_valid / ms * 1e-9, R.first_fail.c_str());
+                if (pre) out("  %-17s pre-pass alone %.4f ms, pre-pass + kernel %.3f ms\n", tag.c_str(), pre_ms, both_ms);
             }
             release(P);
         }
     }
     out("\n%d checks, %d failed\n", total_run, total_fail);
     if (!rows.empty()) {
-        out("%-17s %5s %9s %12s %14s %12s %s   (copy ceiling %.2f TB/s)\n", "config", "heads", "ms", "TFLOP/s", "TFLOP/s valid",
-            "gather TB/s", "check", copy_tbs);
-        for (auto& r : rows)
-            out("%-17s %5d %9.3f %12.1f %14.1f %12.2f %s\n", r.tag.c_str(), r.h, r.ms, r.tf_all, r.tf_valid, r.gather_tbs, r.status);
+        out("%-17s %5s %9s %12s %14s %12s %s   (copy ceiling %.2f TB/s; \"_pre\": ms = the kernel alone)\n", "config", "heads", "ms",
+            "TFLOP/s", "TFLOP/s valid", "gather TB/s", "check", copy_tbs);
+        for (auto& r : rows) {
+            out("%-17s %5d %9.3f %12.1f %14.1f %12.2f %s", r.tag.c_str(), r.h, r.ms, r.tf_all, r.tf_valid, r.gather_tbs, r.status);
+            if (r.pre_ms >= 0) out("   pre-pass %.4f  pre+kernel %.3f", r.pre_ms, r.both_ms);
+            out("\n");
+        }
     }
     if (g_log) fclose(g_log);
     return total_fail ? 1 : 0;
