@@ -244,9 +244,10 @@ static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages) 
 // Its threads: 2 math warpgroups and 4 producer warps (bf16), or 8 producer warps on the FP8 cache (kv_fp8 1: the dequantizing
 // producer, sparse_mqa/sm90_f8_producer.cuh, which needs more warps to keep the conversions and loads in flight).
 static constexpr int mj_mqa90t_threads(int kv_fp8) { return kv_fp8 ? 512 : 384; }
-// The scale-folding FP8 body of the same kernel (sparse_mqa/sm90_t_fp8.cuh, a development body that 384 threads run): Q [block_h x 576] (q_nope f16), STAGES slots of BLOCK_N
-// rows as stored (656 bytes a key: k_pe block, codes, scales), the tile maxima exchange ([2][2][4][block_h + 4] fp32), the
-// epilogue's row sums and maxima, the per-head q_nope factors ([block_h] fp32), the mbarriers and the key set.
+// The scale-folding FP8 body of the same kernel (sparse_mqa/sm90_t_fp8.cuh, a development body that 384 threads run):
+// Q [block_h x 576] (q_nope f16), STAGES slots of BLOCK_N rows as stored (656 bytes a key: k_pe block, codes, scales), the
+// tile maxima exchange ([2][2][4][block_h + 4] fp32), the epilogue's row sums and maxima, the per-head q_nope factors
+// ([block_h] fp32), the mbarriers and the key set.
 static constexpr int mj_mqa90t8_smem_bytes(int block_h, int block_n, int stages) {
     return 9 * block_h * 128 + stages * block_n * 656 + 16 * (block_h + 4) * 4 + 10 * block_h * 4 + block_h * 4 + stages * 2 * 8 +
            mj_mqa_index_set_bytes;

@@ -34,12 +34,13 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
     static_assert(KN == 64 && (WARPS == 4 || WARPS == 8), "4 producer warps of 16 rows or 8 of 8 fill a 64-key tile");
     constexpr int kBlk = KN * 128;
     auto tile_off = [](int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); };
-    // Key of row (pw * 16 + lane % 16) of tile t, or -1 past the set; then its row pointer (a block-table load).
+    // Key of row (pw * kRowsPerWarp + lane % kRowsPerWarp) of tile t, or -1 past the set; then its row pointer (a
+    // block-table load).
     auto key_of = [&](int t) { return mj_idx::set_key(irow, ks, nwords, nvalid, t * KN + pw * kRowsPerWarp + (lane % kRowsPerWarp)); };
     auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
     mj_u32 v[kRowsPerWarp][4];
     float sc[kGroups];
-    auto load_half = [&](int h, const unsigned char* mine) {
+    auto load_group = [&](int h, const unsigned char* mine) {
 #pragma unroll
         for (int i = 8 * h; i < 8 * h + 8; ++i) {
             const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
@@ -52,7 +53,7 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
         const unsigned char* rows = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, 8 * h + (lane >> 2));
         sc[h] = rows != nullptr ? mj90::ld_global_nc_f32(rows + mj_fp8::kScaleOff + 4 * (lane & 3)) : 0.f;
     };
-    auto convert_half = [&](int h, unsigned tile_a) {
+    auto convert_group = [&](int h, unsigned tile_a) {
 #pragma unroll
         for (int i = 8 * h; i < 8 * h + 8; ++i) {
             const int r = pw * kRowsPerWarp + i;
@@ -71,7 +72,7 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
     int key_next = ntiles > 1 ? key_of(1) : -1;
     if (ntiles > 0) {
 #pragma unroll
-        for (int h = 0; h < kGroups; ++h) load_half(h, cur);
+        for (int h = 0; h < kGroups; ++h) load_group(h, cur);
     }
     for (int t = 0; t < ntiles; ++t) {
         const int slot = t % KS;
@@ -90,8 +91,8 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
         }
 #pragma unroll
         for (int h = 0; h < kGroups; ++h) {
-            convert_half(h, tile_a);
-            if (more) load_half(h, nxt);
+            convert_group(h, tile_a);
+            if (more) load_group(h, nxt);
         }
         mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
         mj90::cp_async_mbar_arrive_noinc(&full[slot]);

@@ -13,8 +13,9 @@
 // same math on tiles the FP8 producer dequantizes (sparse_mqa/sm90_f8_producer.cuh). grid = (tokens, ceil(h / BLOCK_H)),
 // mj_mqa90t_threads(KV_FP8) threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2) bytes of shared memory. Development switch
 // MJ_MQA90T8_FOLD = 1: the FP8 cache's earlier body (sparse_mqa/sm90_t_fp8.cuh: codes as f16, scales folded into fp32
-// sums; 2 to 5 stages, mj_mqa90t8_smem_bytes), which does not round e4m3 * scale to bf16 as the contract says. The runtime launches it at
-// <= 16 heads on the bf16 cache; at 32 it ties with the 64-head kernel (docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
+// sums; 2 to 5 stages, mj_mqa90t8_smem_bytes), which does not round e4m3 * scale to bf16 as the contract says. The runtime
+// launches it at <= 16 heads on both caches; at 32 it ties with the 64-head kernel (docs/perf_mqa_notes.md, "Hopper tier for
+// 16 and 32 heads").
 //
 // Design (one block = one query token x BLOCK_H heads):
 //  * Warpgroup 2 gathers the 64-key tiles of the compacted key set into a 2-slot ring with cp.async, as the
@@ -167,12 +168,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     if (warp >= 8) {
         // ---- producer: warp pw copies rows kR pw .. kR pw + kR - 1 of every tile (rows past the key set: zeros) ----
         mj90::setmaxnreg_dec<kProducerRegs>();
-        constexpr int kR = kN / 4;
         const int pw = warp - 8;
         if constexpr (kF8) {
             mj_f8prod::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2>(p, rq, irow, ks, nwords, nvalid, ntiles,
                                                                                            smem + kOffK, full, empty, pw, lane);
         } else {
+            constexpr int kR = kN / 4;
             for (int t = 0; t < ntiles; ++t) {
                 const int slot = t % kS;
                 const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows

@@ -7,7 +7,6 @@
 #include "mlajit/mlajit.h"
 #include "jit/compiler.h"
 #include "ops/gemm.h"
-#include "ops/kernel_configs.h"
 #include "ops/mla_prefill.h"
 #include "ops/ops.h"
 #include "ops/variants.h"
@@ -204,8 +203,7 @@ MLAJIT_API mlajit_status mlajit_mla_prefill_workspace_size(mlajit_handle handle,
         *bytes = 0;
         const auto a = args_from(args, "mlajit_mla_prefill_args");
         auto& h = impl(handle);
-        *bytes = mlajit::mla_prefill_workspace_size(h.gpu_name(), a, h.gemm().fused_paged_max_heads(), h.gemm().scratch_bytes(),
-                                                    mlajit::mqa_fp8_direct_max_heads(h.arch()));
+        *bytes = mlajit::mla_prefill_workspace_size(h.gpu_name(), a, h.gemm().fused_paged_max_heads(), h.gemm().scratch_bytes());
     });
 }
 

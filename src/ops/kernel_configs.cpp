@@ -80,8 +80,8 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // 4.96 for the 64-head kernel and 5.33 for the portable 16 x 32 tile (H100, 8k, topk 2048, paged;
     // docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
     // FP8 cache at <= 16 heads: the same keys-as-M kernel, its 8 producer warps dequantizing each tile to the bf16 values
-    // the contract names (sparse_mqa/sm90_f8_producer.cuh): 5.95 ms against 6.95 for the portable FP8 16 x 32 tile (H100,
-    // 8k, topk 2048, paged; the bf16 kernel 4.16-4.24). The scale-folding body (sparse_mqa/sm90_t_fp8.cuh, development
+    // the contract names (sparse_mqa/sm90_f8_producer.cuh): 5.66 ms against 7.07 for the portable FP8 16 x 32 tile (H100,
+    // 8k, topk 2048, paged; the bf16 kernel 4.25). The scale-folding body (sparse_mqa/sm90_t_fp8.cuh, development
     // switch MJ_MQA90T8_FOLD, 5.81 ms) does not round e4m3 * scale to bf16 as the contract says (docs/PERF.md).
     if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
         if (num_heads <= 16) return kMqaHopperTile16;
@@ -104,15 +104,6 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     for (auto& t : tiles)
         if (t.block_h == want_h && t.block_n == want_n) return t;
     return tiles[0];
-}
-
-int mqa_fp8_direct_max_heads(const Arch& arch) {
-    // None yet: the one call reading the FP8 pages in place (16 heads, the keys-as-M kernel's first FP8 producer) took
-    // 8.72 ms against 5.59 on the bf16 pages and 5.38 for the engine's way (upconvert, then bf16), H100, 8 x 1,024 new over
-    // 32k cached (docs/PERF.md "The dequantizing producer"): the gather dequantizes each key once, the kernel once per
-    // query that selects it. Where a kernel beats gather + bf16, its head bound goes here.
-    (void)arch;
-    return 0;
 }
 
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked) {

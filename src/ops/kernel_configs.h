@@ -46,10 +46,6 @@ MhaTile mha_tile_for(const Arch& arch);
 // kv_fp8: the FP8 latent cache (fp8_ds_mla rows): the same Hopper-tier kernel, but portable tiles from
 // supported_mqa_fp8_tiles.
 MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8 = false);
-// The most heads at which the sparse MQA kernel the arch picks on the FP8 cache dequantizes the pages itself faster than
-// the one call's gather of the step's keys into bf16 rows plus the bf16 kernel (16 on the Hopper tier: the keys-as-M
-// kernel; 0: always gather).
-int mqa_fp8_direct_max_heads(const Arch& arch);
 
 KernelSpec mha_spec(const Arch& arch, const MhaTile& t, bool masked);  // portable tier (mha_fwd)
 // The portable MHA kernel with the fused K/V up-projection (UP_PROJ = 1, dense): the one-call prefill's small

@@ -32,9 +32,6 @@ struct MlaShapes {
     int small_max_q = 0, small_max_keys = 0;
     // Set by the caller (GemmRunner::scratch_bytes): cuBLASLt's scratch at the start of the workspace.
     size_t gemm_scratch = kGemmWorkspaceBytes;
-    // Set by the caller (mqa_fp8_direct_max_heads of the handle's arch): on the FP8 cache at up to this many heads the
-    // sparse steps of whole requests read the pages in place (the kernel dequantizes them); else they gather first.
-    int64_t fp8_direct_max_heads = 0;
 };
 // Where a step's buffers start in the workspace: after cuBLASLt's scratch, and at 256 at least without one, as
 // offset 0 means "not used" in a step layout.
@@ -95,17 +92,14 @@ std::vector<Path> plan_mla_paths(const std::string& gpu_name, const MlaShapes& s
 
 // fused_max_heads: the handle's GemmRunner::fused_paged_max_heads() (the size of what mla_prefill will run
 // there; 0: the separate gather); gemm_scratch: its GemmRunner::scratch_bytes().
-// fp8_direct_max_heads: mqa_fp8_direct_max_heads(handle's arch).
 size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads = 0,
-                                  size_t gemm_scratch = kGemmWorkspaceBytes, int64_t fp8_direct_max_heads = 0);
+                                  size_t gemm_scratch = kGemmWorkspaceBytes);
 // Whether a call with shapes s takes the fused paged up-projection (a bf16 paged cache, at most
 // fused_max_heads heads: GemmRunner::fused_paged_max_heads()). Sets nothing.
 bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads);
-// Sets what the step layouts take from the handle (its GemmRunner's fused_paged_max_heads() and scratch_bytes(), and
-// mqa_fp8_direct_max_heads of its arch): the size query and the call both go through here, so they lay out alike.
-void set_gemm_choices(MlaShapes& s, int64_t fused_max_heads, size_t gemm_scratch, int64_t fp8_direct_max_heads = 0);
-// Whether the sparse steps of whole requests read the FP8 pages in place (no gather into bf16 rows).
-bool mla_fp8_sparse_direct(const MlaShapes& s);
+// Sets what the step layouts take from the handle's GemmRunner (fused_max_heads: fused_paged_max_heads(),
+// gemm_scratch: scratch_bytes()): the size query and the call both go through here, so they lay out alike.
+void set_gemm_choices(MlaShapes& s, int64_t fused_max_heads, size_t gemm_scratch);
 // Sets s.small_max_q / small_max_keys for a call on arch (MLAJIT_SMALL_STEP_KEYS; inputs whose rows are not
 // 16-byte aligned keep the separate up-projection). The workspace query leaves them 0;
 // schedule_mla sizes every step as if it were not small either, so the query and the call need the same bytes.

@@ -280,10 +280,10 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
         m.cu_seqlens_kv = strided_tensor(offset(a.cu_seqlens_k.data, st.r0, 4), MLAJIT_INT32, {n}, {1});
         m.cu_seqlens_q_host = a.cu_seqlens_q_host + st.r0;
         m.cu_seqlens_kv_host = a.cu_seqlens_k_host + st.r0;
-        if (s.paged && s.kv_fp8 && !mla_fp8_sparse_direct(s)) {  // dequantized rows of the step's keys (see step_layout)
+        if (s.paged && s.kv_fp8) {  // dequantized rows of the step's keys (see step_layout: faster than direct)
             gather_pages(h, a, s, st, kp, stream);
             m.kv = strided_tensor(offset(kp, -st.k0 * kDimQkMqa, 2), MLAJIT_BF16, {st.k1, kDimQkMqa}, {kDimQkMqa, 1});
-        } else if (s.paged) {  // the pages as they are (bf16, or FP8 that the kernel dequantizes): no gather copy
+        } else if (s.paged) {  // the bf16 pages as they are: no gather copy
             m.kv = a.kv_cache;
             m.block_table = strided_tensor(offset(a.block_table.data, st.r0 * a.block_table.stride[0], 4), MLAJIT_INT32,
                                            {st.r1 - st.r0, s.max_blocks}, {a.block_table.stride[0], 1});
@@ -321,7 +321,7 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
 
 MlaShapes mla_call_shapes(Handle& h, const mlajit_mla_prefill_args& a) {
     MlaShapes s = check_mla_args(a, true);
-    set_gemm_choices(s, h.gemm().fused_paged_max_heads(), h.gemm().scratch_bytes(), mqa_fp8_direct_max_heads(h.arch()));  // as c_api.cpp's size query
+    set_gemm_choices(s, h.gemm().fused_paged_max_heads(), h.gemm().scratch_bytes());  // as c_api.cpp's size query
     return s;
 }
 

@@ -149,14 +149,13 @@ MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
     if (st.path == Path::sparse_mqa) {
         // Split kv_c / k_pe are packed into one [keys, 576] buffer; a bf16 paged cache is read in place by
         // the batched form and gathered only for the chunks of a request too large for one step. The FP8
-        // cache is read in place likewise where the arch's kernel dequantizes the pages itself
-        // (mla_fp8_sparse_direct: the Hopper keys-as-M kernel at <= 16 heads), else gathered (dequantized)
-        // into it: the 64-head and portable kernels reading the FP8 pages measured 1.37-1.63x slower than on
-        // bf16 rows (docs/PERF.md), while the gather costs one pass over the step's keys (656 bytes in, 1152
-        // out). First in the layout: the first chunk of a request packs it and the later chunks (fewer queries
-        // in the last one) read it, so its offset must not depend on the chunk's query count.
-        const bool in_place = s.paged && (!s.kv_fp8 || mla_fp8_sparse_direct(s)) && !st.chunk;
-        if (!s.kv_packed && !in_place) l.kv_pack = take(tk * kDimQkMqa * 2);
+        // cache is always gathered (dequantized) into it: sparse MQA reading the FP8 pages directly measured
+        // 1.33-1.6x slower than on bf16 rows (docs/PERF.md), while the gather costs one pass over the step's
+        // keys (656 bytes in, 1152 out); handed the pages instead, the one call took 8.72 against 5.38 ms for
+        // the engine's way (H100, 16 heads, 8 x 1,024 new over 32k cached; session 25). First in the layout: the first chunk of a request packs
+        // it and the later chunks (fewer queries in the last one) read it, so its offset must not depend on
+        // the chunk's query count.
+        if (!s.kv_packed && !(s.paged && !s.kv_fp8 && !st.chunk)) l.kv_pack = take(tk * kDimQkMqa * 2);
         l.q_mqa = take(tq * h * kDimQkMqa * 2);
         l.latent = take(tq * h * kDimLatent * 2);
     } else if (st.small) {  // the MHA kernel writes the K/V rows itself and reads q / the latent rows in place
@@ -306,18 +305,15 @@ void enable_small_steps(MlaShapes& s, const Arch& arch, const mlajit_mla_prefill
 
 bool mla_paged_fused(const MlaShapes& s, int64_t fused_max_heads) { return s.paged && !s.kv_fp8 && s.heads <= fused_max_heads; }
 
-bool mla_fp8_sparse_direct(const MlaShapes& s) { return s.paged && s.kv_fp8 && s.heads <= s.fp8_direct_max_heads; }
-
-void set_gemm_choices(MlaShapes& s, int64_t fused_max_heads, size_t gemm_scratch, int64_t fp8_direct_max_heads) {
+void set_gemm_choices(MlaShapes& s, int64_t fused_max_heads, size_t gemm_scratch) {
     s.paged_fused = mla_paged_fused(s, fused_max_heads);
     s.gemm_scratch = gemm_scratch;
-    s.fp8_direct_max_heads = fp8_direct_max_heads;
 }
 
 size_t mla_prefill_workspace_size(const std::string& gpu_name, const mlajit_mla_prefill_args& a, int64_t fused_max_heads,
-                                  size_t gemm_scratch, int64_t fp8_direct_max_heads) {
+                                  size_t gemm_scratch) {
     MlaShapes s = check_mla_args(a, false);
-    set_gemm_choices(s, fused_max_heads, gemm_scratch, fp8_direct_max_heads);
+    set_gemm_choices(s, fused_max_heads, gemm_scratch);
     const auto paths = plan_mla_paths(gpu_name, s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, a.force_path);
     return schedule_mla(s, a.cu_seqlens_q_host, a.cu_seqlens_k_host, paths).workspace_bytes;
 }

@@ -370,25 +370,6 @@ TEST_CASE("mla_prefill: the paged latent cache (kv_cache + block_table) is check
         CHECK(l.end <= fsch.workspace_bytes);
     }
     CHECK(fsch.workspace_bytes <= sch.workspace_bytes);  // the largest step here is the sparse one
-    // The FP8 cache: sparse steps of whole requests read the pages in place where the arch's kernel dequantizes them
-    // (fp8_direct_max_heads, mqa_fp8_direct_max_heads: 16 on the Hopper tier), else they gather the step's keys.
-    f8.fp8_direct_max_heads = 0;
-    CHECK_FALSE(mla_fp8_sparse_direct(f8));
-    MlaShapes d8 = f8;
-    d8.fp8_direct_max_heads = s.heads;
-    CHECK(mla_fp8_sparse_direct(d8));
-    const MlaSchedule g8 = schedule_mla(f8, kCuQ, kCuK, paths), i8 = schedule_mla(d8, kCuQ, kCuK, paths);
-    REQUIRE(g8.steps.size() == i8.steps.size());
-    for (size_t i = 0; i < g8.steps.size(); ++i) {
-        if (g8.steps[i].path != Path::sparse_mqa) continue;
-        const MlaStep& st = i8.steps[i];
-        CHECK(step_layout(f8, g8.steps[i]).kv_pack > 0);
-        CHECK((step_layout(d8, st).kv_pack > 0) == st.chunk);
-        CHECK(step_layout(d8, st).end <= i8.workspace_bytes);
-    }
-    CHECK(i8.workspace_bytes <= g8.workspace_bytes);
-    d8.fp8_direct_max_heads = s.heads - 1;  // more heads than the kernel that reads the pages takes: gathered
-    CHECK_FALSE(mla_fp8_sparse_direct(d8));
     // Too few pages per request for the longest one: named, with the columns it needs.
     a.block_table = t(fake(31), MLAJIT_INT32, {4, 140});
     auto m = invalid([&] { check_mla_args(a, true); });

@@ -221,9 +221,6 @@ TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache
     CHECK_FALSE(fp8_16 == sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, false), false));
     CHECK(mqa_smem_bytes(fp8_16) == mj_mqa90t_smem_bytes(16, 64, 2));
     CHECK(mqa_threads(fp8_16) == 512);  // 8 dequantizing producer warps
-    // The one call still gathers the FP8 pages into bf16 rows for its sparse steps (faster, docs/PERF.md).
-    CHECK(mqa_fp8_direct_max_heads(kArch) == 0);
-    CHECK(mqa_fp8_direct_max_heads(Arch::parse("sm_80")) == 0);
     CHECK(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 32, true), true).family == Family::sparse_mqa_fwd_sm90);
     // The same 16 heads elsewhere: the portable 16 x 32 tile on sm_80, and on sm_90a with MLAJIT_TIER=portable.
     CHECK(plan_sparse_mqa(Arch::parse("sm_80"), good_mqa()).spec.family == Family::sparse_mqa_fwd);
