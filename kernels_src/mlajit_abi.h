@@ -139,8 +139,9 @@ struct TopkMaskParams {
 //   strides count bytes (multiples of 16); the kernels compute with bf16(float(e4m3) * scale) and k_pe as
 //   stored.
 // - Key-set pre-pass (kept_rows not NULL): the kernel sparse_mqa/compact.cuh, launched before the main kernel with the
-//   same params, grid.x tokens of the call (as the main kernel's) and mj_mqa_compact_threads() threads,
-//   mj_mqa_compact_smem_bytes(topk) bytes of shared memory, writes for token cu_q[0] + i (i = 0 .. grid.x - 1) its row
+//   same params, grid.x tokens of the call (as the main kernel's), mj_mqa_compact_threads(topk) threads (specialized for
+//   rows up to mj_mqa_compact_maxw(topk)) and mj_mqa_compact_smem_bytes(topk) bytes of shared memory, writes for token
+//   cu_q[0] + i (i = 0 .. grid.x - 1) its row
 //   i of kept_rows: the latent rows of the row's set of valid keys (each key once, at its lowest position, in row order)
 //   as byte offsets from kv over 16, and kept_count[i] of them. The main kernels then read that list instead of
 //   building the set themselves (same keys, same order: the same result bits). The host takes the list form only where
@@ -210,7 +211,10 @@ static constexpr MJ_ABI_HD int mj_mqa_hash_slots(int width) {
     while (n < 2 * width && n < mj_mqa_max_width) n <<= 1;
     return n;
 }
-static constexpr int mj_mqa_compact_threads() { return 256; }
+// Its specialization for a row of `width` positions: the widest row it takes (2048 or mj_mqa_max_width) and its threads
+// (H100, 8k, topk 2048: 512 threads 0.207 ms, 256 0.228, 128 0.372; at the 8192 class 256 and 512 both 0.35).
+static constexpr int mj_mqa_compact_maxw(int width) { return width <= 2048 ? 2048 : mj_mqa_max_width; }
+static constexpr int mj_mqa_compact_threads(int width) { return width <= 2048 ? 512 : 256; }
 static constexpr int mj_mqa_compact_smem_bytes(int width) { return mj_mqa_index_set_bytes + mj_mqa_hash_slots(width) * 8; }
 static constexpr int mj_mqa_threads(int warps) { return warps * 32; }
 static constexpr int mj_mqa_smem_bytes(int block_h, int block_n, int stages, int d_qk, int d_v) {
@@ -236,14 +240,16 @@ static constexpr int mj_mqa90_threads() { return 3 * 128; }
 static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 + 2 * 64 * 4 + 2 * 2 * 8 + mj_mqa_index_set_bytes; }
 // Sparse MQA, Hopper tier for 16 / 32 heads (sparse_mqa/sm90_t.cuh: keys as the wgmma M dimension): Q [block_h x 576],
 // a ring of STAGES tiles of BLOCK_N keys, the tile maxima exchange ([2][2][4][block_h] fp32), the epilogue's row sums and maxima
-// ([2][4][block_h] + [2][block_h] fp32), the ring's mbarriers and the row's key set; mj_mqa90_threads() threads.
-static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages) {
+// ([2][4][block_h] + [2][block_h] fp32), the ring's mbarriers and the row's key set; on the FP8 cache (kv_fp8 1) then the
+// producer warps' rings of raw 656-byte rows (16 warps x 6 rows, sparse_mqa/sm90_f8_staged.cuh).
+static constexpr int mj_mqa90t8_raw_bytes() { return 16 * 6 * 656; }
+static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages, int kv_fp8 = 0) {
     return 9 * block_h * 128 + stages * 9 * block_n * 128 + 16 * block_h * 4 + 10 * block_h * 4 + stages * 2 * 8 +
-           mj_mqa_index_set_bytes;
+           mj_mqa_index_set_bytes + (kv_fp8 ? mj_mqa90t8_raw_bytes() : 0);
 }
-// Its threads: 2 math warpgroups and 4 producer warps (bf16), or 8 producer warps on the FP8 cache (kv_fp8 1: the dequantizing
-// producer, sparse_mqa/sm90_f8_producer.cuh, which needs more warps to keep the conversions and loads in flight).
-static constexpr int mj_mqa90t_threads(int kv_fp8) { return kv_fp8 ? 512 : 384; }
+// Its threads: 2 math warpgroups and 4 producer warps (bf16), or 16 producer warps on the FP8 cache (kv_fp8 1: the raw-ring
+// producer, sparse_mqa/sm90_f8_staged.cuh, whose conversions need many warps to run near the conversion unit's rate).
+static constexpr int mj_mqa90t_threads(int kv_fp8) { return kv_fp8 ? 768 : 384; }
 // The scale-folding FP8 body of the same kernel (sparse_mqa/sm90_t_fp8.cuh, a development body that 384 threads run):
 // Q [block_h x 576] (q_nope f16), STAGES slots of BLOCK_N rows as stored (656 bytes a key: k_pe block, codes, scales), the
 // tile maxima exchange ([2][2][4][block_h + 4] fp32), the epilogue's row sums and maxima, the per-head q_nope factors

@@ -62,6 +62,12 @@ public:
     mlajit_handle get() const { return h_; }
     std::string arch() const { return mlajit_handle_arch(h_); }
     void sparse_mqa_prefill(const mlajit_sparse_mqa_args& a, void* stream) const { check(mlajit_sparse_mqa_prefill(h_, &a, stream)); }
+    // The optional workspace of sparse_mqa_prefill's key-set pre-pass (a.workspace); 0 where it does not apply.
+    size_t sparse_mqa_workspace_size(const mlajit_sparse_mqa_args& a) const {
+        size_t bytes = 0;
+        check(mlajit_sparse_mqa_workspace_size(h_, &a, &bytes));
+        return bytes;
+    }
     void mha_prefill(const mlajit_mha_args& a, void* stream) const { check(mlajit_mha_prefill(h_, &a, stream)); }
     void topk_mask_build(const mlajit_topk_mask_args& a, void* stream) const { check(mlajit_topk_mask_build(h_, &a, stream)); }
     size_t mla_prefill_workspace_size(const mlajit_mla_prefill_args& a) const {

@@ -20,14 +20,15 @@
 // list: build_set only fetches the size (no hash table, no scan), set_row / set_key + key_row load row c's offset with
 // one load. Same keys in the same order, so every result bit is the same as with the in-kernel build.
 //
-// The list form is a development switch, MJ_MQA_KEPT_LIST = 1 (tools/dev/mqa: config tags ending in "_pre"), not measured on
-// a GPU yet (session 25, docs/PERF.md "Sparse MQA key-set pre-pass"); without it the kernels never look at kept_rows and
-// compile as before.
+// Measured (H100, 8k paged, topk 2048; docs/PERF.md "Sparse MQA key-set pre-pass"): 16 heads 4.23 -> 3.32 ms with the
+// pre-pass (3.09 the kernel alone, 0.21-0.23 the pre-pass), 128 heads 9.38 -> 8.64. The runtime runs it when the caller
+// gives the op a workspace (mlajit_sparse_mqa_args.workspace; the one call's own). MJ_MQA_KEPT_LIST = 0 (development
+// switch) compiles the kernels without the list form, as before session 26.
 #pragma once
 #include "mlajit_device.cuh"
 
 #ifndef MJ_MQA_KEPT_LIST
-#define MJ_MQA_KEPT_LIST 0
+#define MJ_MQA_KEPT_LIST 1
 #endif
 
 namespace mj_idx {

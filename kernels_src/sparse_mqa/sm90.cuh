@@ -60,6 +60,7 @@
 #include "sm90.cuh"
 // ================= end of the Hopper PTX wrappers =================
 #include "sparse_mqa/sm90_tile.cuh"
+#include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 register producer (kF8Regs)
 
 #ifndef MJ_MQA90_OVERLAP  // 1: P V of tile t and S of tile t + 1 issued back to back (development switch)
 #define MJ_MQA90_OVERLAP 1
@@ -351,7 +352,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 mj90::mbar_init(&own[s], 256);    // empty_hi: warpgroup 0 at its hand-over, warpgroup 1 after its P V
             } else {
                 // One cp.async-completion arrive per producer thread (FP8: and one after its dequantized stores).
-                mj90::mbar_init(&full[s], kF8Regs ? 256 : 128);
+                mj90::mbar_init(&full[s], kF8Regs ? mj_f8prod::full_arrivals(4) : 128);
                 mj90::mbar_init(&empty[s], kConsumers);  // every math thread after its P V
             }
         }
@@ -495,80 +496,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         return;
     }
     if (kF8Regs && warp >= 8) {
-        // ---- FP8 producer: warp pw owns rows 16 pw .. 16 pw + 15 of every tile. A row's 512 codes are one
-        // 16-byte load a lane (lane L: codes 16L..16L+15, of scale L / 8), held in registers; the scales of
-        // 8 rows are one load a lane (lane L: scale L % 4 of row L / 4), handed out by shuffles. Per tile:
-        // wait for the slot, start k_pe (bf16, cp.async of lanes 0..7) so it lands while the codes are
-        // converted, convert rows 0..7, load rows 0..7 of the next tile into the freed registers, convert
-        // rows 8..15, load rows 8..15 of the next tile. Dequantized chunks are stored swizzled as the bf16
-        // gathers write them. Rows past the key set load nothing and store zeros.
+        // ---- FP8 producer (sparse_mqa/sm90_f8_producer.cuh, 4 warps of 16 rows): rows into registers, dequantized into the
+        // slot as the bf16 gathers lay it out; k_pe by cp.async. Rows past the key set store zeros.
         mj90::setmaxnreg_dec<kProducerRegs>();
-        const int pw = warp - 8;
-        // Key of row (pw * 16 + lane % 16) of tile t, or -1 past the set; then its row pointer (a block-table
-        // load): split so the two dependent loads sit a tile apart.
-        auto key_of = [&](int t) { return mj_idx::set_key(irow, ks, nwords, nvalid, t * kN + pw * 16 + (lane & 15)); };
-        auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
-        mj_u32 v[16][4];
-        float sc[2];
-        auto load_half = [&](int h, const unsigned char* mine) {
-#pragma unroll
-            for (int i = 8 * h; i < 8 * h + 8; ++i) {
-                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-                if (rowp != nullptr) {
-                    mj90::ld_global_nc_v4(v[i], rowp + lane * 16);
-                } else {
-                    v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0u;
-                }
-            }
-            const unsigned char* rows = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, 8 * h + (lane >> 2));
-            sc[h] = rows != nullptr ? mj90::ld_global_nc_f32(rows + mj_fp8::kScaleOff + 4 * (lane & 3)) : 0.f;
-        };
-        auto convert_half = [&](int h, unsigned tile_a) {
-#pragma unroll
-            for (int i = 8 * h; i < 8 * h + 8; ++i) {
-                const int r = pw * 16 + i;
-                const float scale = __shfl_sync(0xffffffffu, sc[h], 4 * (i & 7) + (lane >> 3));
-                mj_u32 o[8];
-                if constexpr (MJ_MQA90_DEV_SKIP == 2) {  // timing only: the codes stored unconverted
-#pragma unroll
-                    for (int j = 0; j < 8; ++j) o[j] = v[i][j >> 1] ^ __float_as_uint(scale);
-                } else {
-                    mj_fp8::dequant16<MJ_ARCH>(v[i], scale, o);
-                }
-                mj_fp8::st_pair_swizzled(tile_a, tile_off(r, 2 * lane), tile_off(r, 2 * lane + 1), (lane >> 2) & 1, o);
-            }
-        };
-        const unsigned char* cur = ntiles > 0 ? ptr_of(key_of(0)) : nullptr;
-        int key_next = ntiles > 1 ? key_of(1) : -1;
-        if (ntiles > 0) {
-            load_half(0, cur);
-            load_half(1, cur);
-        }
-        for (int t = 0; t < ntiles; ++t) {
-            const int slot = t % kS;
-            const bool more = t + 1 < ntiles;
-            const unsigned char* nxt = more ? ptr_of(key_next) : nullptr;
-            key_next = t + 2 < ntiles ? key_of(t + 2) : -1;
-            if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
-            unsigned char* tile = smem + kOffK + slot * kTileBytes;
-            const unsigned tile_a = mj90::smem_u32(tile);
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)cur, i);
-                if (lane < 8)
-                    mj90::cp_async_16(tile + tile_off(pw * 16 + i, 64 + lane),
-                                      (rowp != nullptr ? rowp : (const unsigned char*)p.kv) + mj_fp8::kRopeOff + lane * 16, rowp != nullptr);
-            }
-            convert_half(0, tile_a);
-            if (more) load_half(0, nxt);
-            convert_half(1, tile_a);
-            if (more) load_half(1, nxt);
-            mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
-            mj90::cp_async_mbar_arrive_noinc(&full[slot]);
-            mj90::mbar_arrive(&full[slot]);
-            cur = nxt;
-        }
-        mj90::cp_async_wait<0>();
+        mj_f8prod::produce<kN, kS, kTileBytes, 4, MJ_MQA90_DEV_SKIP == 2>(p, rq, irow, ks, nwords, nvalid, ntiles, smem + kOffK, full,
+                                                                           empty, warp - 8, lane);
         return;
     }
     if (kSched2 && warp >= 8) {

@@ -10,8 +10,8 @@
 // are the B operands.
 //
 // Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16, the
-// same math on tiles the FP8 producer dequantizes (sparse_mqa/sm90_f8_producer.cuh). grid = (tokens, ceil(h / BLOCK_H)),
-// mj_mqa90t_threads(KV_FP8) threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2) bytes of shared memory. Development switch
+// same math on tiles the FP8 producer dequantizes (sparse_mqa/sm90_f8_staged.cuh). grid = (tokens, ceil(h / BLOCK_H)),
+// mj_mqa90t_threads(KV_FP8) threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2, KV_FP8) bytes of shared memory. Development switch
 // MJ_MQA90T8_FOLD = 1: the FP8 cache's earlier body (sparse_mqa/sm90_t_fp8.cuh: codes as f16, scales folded into fp32
 // sums; 2 to 5 stages, mj_mqa90t8_smem_bytes), which does not round e4m3 * scale to bf16 as the contract says. The runtime
 // launches it at <= 16 heads on both caches; at 32 it ties with the 64-head kernel (docs/perf_mqa_notes.md, "Hopper tier for
@@ -20,8 +20,10 @@
 // Design (one block = one query token x BLOCK_H heads):
 //  * Warpgroup 2 gathers the 64-key tiles of the compacted key set into a 2-slot ring with cp.async, as the
 //    64-head kernel's producer does (a warp copies 16 rows of 1152 bytes, 512 bytes an instruction).
-//    On the FP8 cache warpgroups 2 and 3 (8 warps of 8 rows) load the 656-byte rows into registers and store them
-//    dequantized into the same bf16 tile (sparse_mqa/sm90_f8_producer.cuh); the math below does not change.
+//    On the FP8 cache 16 producer warps of 4 rows land the 656-byte rows by cp.async in rings of raw rows of their own
+//    (1.5 tiles ahead) and store them dequantized into the same bf16 tile (sparse_mqa/sm90_f8_staged.cuh); the math
+//    below does not change. H100, 8k, 16 heads: 4.71 ms against 5.55 for session 25's register producer (8 warps of 8
+//    rows, sparse_mqa/sm90_f8_producer.cuh, MJ_MQA90T8_STAGE=0) and 4.15-4.23 for the bf16 cache (docs/PERF.md).
 //  * Warpgroup g (0, 1) takes tiles g, g + 2, g + 4, ... (tile t in slot t % 2 = g): its own S^T, its own online
 //    softmax (per head = per accumulator column: the maximum over the tile's 64 keys is reduced across the 8 row groups
 //    of a warp by shuffles and across the 4 warps through shared memory), its own O^T and row sums. The two
@@ -61,8 +63,16 @@
 #ifndef MJ_MQA90T8_FOLD  // 1: the FP8 cache's scale-folding body (see above), for comparison only
 #define MJ_MQA90T8_FOLD 0
 #endif
+#ifndef MJ_MQA90T8_STAGE  // FP8 cache: the raw-ring producer (sparse_mqa/sm90_f8_staged.cuh) with 16 warps (the runtime's) or 8;
+                          // 0 = the register producer (sparse_mqa/sm90_f8_producer.cuh, 8 warps: session 25's form)
+#define MJ_MQA90T8_STAGE 16
+#endif
+#ifndef MJ_MQA90T8_ROWPIPE  // FP8 cache, development switch (with STAGE 0): the register producer issues loads row by row
+#define MJ_MQA90T8_ROWPIPE 0
+#endif
 #include "sparse_mqa/sm90_t_fp8.cuh"      // the FP8 cache's scale-folding body (MJ_MQA90T8_FOLD)
 #include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 cache's dequantizing producer (the default)
+#include "sparse_mqa/sm90_f8_staged.cuh"    // the FP8 cache's raw-ring producer (MJ_MQA90T8_STAGE)
 
 namespace mj_mqa90t {
 
@@ -82,11 +92,15 @@ static_assert(!kF8 || kH == 16, "sparse MQA sm90 (keys as M) on the FP8 cache: B
 static_assert(!kF8 || (MJ_MQA90T_DEV_SKIP != 3 && !MJ_MQA90T_BULK), "FP8 producer: no timing form without the gather, no bulk form");
 static_assert(kF8 || MJ_MQA90T_DEV_SKIP != 2, "DEV_SKIP 2 is a form of the FP8 producer");
 static_assert(MJ_ARCH == 90, "sparse MQA sm90 needs sm_90a (wgmma)");
-// Producer warps: 4 copying bf16 rows, 8 dequantizing the FP8 cache's (8 rows each: measured 5.95 against 7.09 ms for 4 of
-// 16 rows, H100, 8k, 16 heads; the conversions of 4 warps a SM run at a third of the rate 16 reach, tools/dev/cvtbench).
-constexpr int kProducerWarps = kF8 ? 8 : 4;
+// Producer warps: 4 copying bf16 rows; on the FP8 cache 16 of the raw-ring producer (8 of it: 6.06 ms, H100, 8k, 16 heads)
+// or 8 of the register producer (5.95 against 7.09 ms for 4 of 16 rows; the conversions of 4 warps a SM run at a third of
+// the rate 16 reach, tools/dev/cvtbench).
+constexpr bool kF8Stage = kF8 && MJ_MQA90T8_STAGE != 0;
+static_assert(MJ_MQA90T8_STAGE == 0 || MJ_MQA90T8_STAGE == 8 || MJ_MQA90T8_STAGE == 16, "MJ_MQA90T8_STAGE: 0, 8 or 16 warps");
+constexpr int kProducerWarps = kF8Stage ? MJ_MQA90T8_STAGE : kF8 ? 8 : 4;
 constexpr int kThreads = 256 + 32 * kProducerWarps;
-static_assert(kThreads == mj_mqa90t_threads(kF8 ? 1 : 0), "the host launches mj_mqa90t_threads() threads");
+static_assert((kF8 && MJ_MQA90T8_STAGE != 16) || kThreads == mj_mqa90t_threads(kF8 ? 1 : 0),
+              "the host launches mj_mqa90t_threads() threads");
 constexpr int kBlk = kN * 128;    // one 64-column block of a 64-key tile, bytes
 constexpr int kTileBytes = 9 * kBlk;
 constexpr int kQBlk = kH * 128;   // one 64-column block of Q
@@ -99,18 +113,24 @@ constexpr int kOffX = kOffK + kS * kTileBytes;      // fp32 [2 warpgroups][2 par
 constexpr int kOffE = kOffX + 16 * kH * 4;           // fp32 [2][4][kH] row sums, then [2][kH] maxima (epilogue)
 constexpr int kOffBar = kOffE + 10 * kH * 4;         // mbarriers full[kS], empty[kS]
 constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
-constexpr int kSmem = kOffSet + mj_idx::kSetBytes;
-static_assert(kSmem == mj_mqa90t_smem_bytes(kH, kN, kS), "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
+constexpr int kOffRaw = kOffSet + mj_idx::kSetBytes;  // MJ_MQA90T8_STAGE: the producer warps' raw rings
+constexpr int kRawBytes = kF8Stage ? mj_f8stage::raw_bytes(kProducerWarps) : 0;
+constexpr int kSmem = kOffRaw + kRawBytes;
+static_assert(kSmem - kRawBytes == mj_mqa90t_smem_bytes(kH, kN, kS) && (!kF8Stage || kRawBytes == mj_mqa90t8_raw_bytes()),
+              "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
+static_assert(kOffRaw % 16 == 0, "raw rows are cp.async targets");
 static_assert(kSmem <= 232448 || MJ_MQA90T8_FOLD, "sparse MQA sm90t: over the per-block shared memory of sm_90");
 static_assert(kOffK % 1024 == 0 && kOffBar % 8 == 0, "swizzled tiles need 1 KiB alignment, mbarriers 8 bytes");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
 constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
 static_assert(kS * kTileBytes >= 2 * kH * kWRow * 4, "the ring holds both warpgroups' O at the end");
 constexpr int kBarEnd = 3;  // named barriers: 1 + g (warpgroup g's 128 threads), kBarEnd (the 256 math threads)
-// Registers after setmaxnreg: a lean cp.async producer (bf16); the 8 FP8 producer warps hold 32 registers of codes a thread,
-// and the 16-head math fits what is left. The math warps' increase must be covered by what the producer releases.
-// FP8: 104 / 152 is the split without spills (ptxas 13.0: 88 / 168 and 96 / 160 spill 4 bytes, 80 / 176 24).
-constexpr int kProducerRegs = kF8 ? 104 : 40, kMathRegs = kF8 ? 152 : 232;
+// Registers after setmaxnreg: a lean cp.async producer (bf16). The math warps' increase must be covered by what the producer
+// releases. FP8, 16 raw-ring warps (768 threads start with 80): 48 / 144 (40 / 152 spills 52 bytes in the producer, ptxas
+// 13.0). FP8, 8 warps (either producer; the register one holds 32 registers of codes a thread): 104 / 152, the split without
+// spills (88 / 168 and 96 / 160 spill 4 bytes, 80 / 176 24).
+constexpr int kProducerRegs = kF8Stage && kProducerWarps == 16 ? 48 : kF8 ? 104 : 40,
+              kMathRegs = kF8Stage && kProducerWarps == 16 ? 144 : kF8 ? 152 : 232;
 constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;  // what every thread starts with (one block a SM)
 static_assert(32 * kProducerWarps * kProducerRegs + 256 * kMathRegs <= 65536, "register budget");
 static_assert(32 * kProducerWarps * (kLaunchRegs - kProducerRegs) >= 256 * (kMathRegs - kLaunchRegs),
@@ -152,7 +172,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
             // one cp.async-completion arrival per producer thread (FP8: and one after its dequantized stores)
-            mj90::mbar_init(&full[s], kF8 ? mj_f8prod::full_arrivals(kProducerWarps) : MJ_MQA90T_BULK ? 4 : 128);
+            mj90::mbar_init(&full[s], kF8Stage ? mj_f8stage::full_arrivals(kProducerWarps)
+                                      : kF8    ? mj_f8prod::full_arrivals(kProducerWarps)
+                                               : MJ_MQA90T_BULK ? 4 : 128);
             mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
     }
@@ -169,9 +191,12 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         // ---- producer: warp pw copies rows kR pw .. kR pw + kR - 1 of every tile (rows past the key set: zeros) ----
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
-        if constexpr (kF8) {
-            mj_f8prod::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2>(p, rq, irow, ks, nwords, nvalid, ntiles,
-                                                                                           smem + kOffK, full, empty, pw, lane);
+        if constexpr (kF8Stage) {
+            mj_f8stage::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2>(p, rq, irow, ks, nwords, nvalid, ntiles,
+                                                                                            smem + kOffK, smem + kOffRaw, full, empty, pw, lane);
+        } else if constexpr (kF8) {
+            mj_f8prod::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2, MJ_MQA90T8_ROWPIPE != 0>(
+                p, rq, irow, ks, nwords, nvalid, ntiles, smem + kOffK, full, empty, pw, lane);
         } else {
             constexpr int kR = kN / 4;
             for (int t = 0; t < ntiles; ++t) {

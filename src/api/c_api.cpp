@@ -57,7 +57,8 @@ template <> constexpr size_t kFirstPublishedSize<mlajit_topk_mask_args> = 344;
 template <> constexpr size_t kFirstPublishedSize<mlajit_mla_prefill_args> = 1032;
 template <> constexpr size_t kFirstPublishedSize<mlajit_warmup_args> = 56;
 template <> constexpr size_t kFirstPublishedSize<mlajit_quantize_latent_cache_args> = 328;  // mlajit 0.2, issue 16
-static_assert(sizeof(void*) != 8 || (sizeof(mlajit_sparse_mqa_args) == 760 && sizeof(mlajit_mha_args) == 832 &&
+// mlajit_sparse_mqa_args: 760 as published, 776 with workspace / workspace_bytes appended.
+static_assert(sizeof(void*) != 8 || (sizeof(mlajit_sparse_mqa_args) == 776 && sizeof(mlajit_mha_args) == 832 &&
                                      sizeof(mlajit_topk_mask_args) == 344 && sizeof(mlajit_mla_prefill_args) == 1032 &&
                                      sizeof(mlajit_warmup_args) == 56 && sizeof(mlajit_quantize_latent_cache_args) == 328),
               "an args struct changed size: fields may only be appended, and kFirstPublishedSize stays as published");
@@ -145,6 +146,16 @@ MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const m
     return guarded([&] {
         const auto a = args_from(args, "mlajit_sparse_mqa_args");
         mlajit::sparse_mqa_prefill(impl(handle), a, static_cast<CUstream>(stream));
+    });
+}
+
+MLAJIT_API mlajit_status mlajit_sparse_mqa_workspace_size(mlajit_handle handle, const mlajit_sparse_mqa_args* args, size_t* bytes) {
+    return guarded([&] {
+        if (!bytes) mlajit::fail_arg("bytes is NULL: pass the address of a size_t");
+        auto a = args_from(args, "mlajit_sparse_mqa_args");
+        a.workspace = nullptr;
+        a.workspace_bytes = 0;
+        *bytes = mlajit::sparse_mqa_workspace_bytes(mlajit::plan_sparse_mqa(impl(handle).arch(), a));
     });
 }
 

@@ -46,6 +46,8 @@ const FamilyInfo& family_info(Family f) {
         {Family::gemm_sm90, "gemm_sm90", "gemm/sm90.cuh", "mlajit_gemm_sm90", {"BLOCK_M", "BLOCK_N", "STAGES", "B_NMAJOR", "K_TILES", "A_PAGED"}},
         {Family::sparse_mqa_fwd_sm90t, "sparse_mqa_fwd_sm90t", "sparse_mqa/sm90_t.cuh", "mlajit_sparse_mqa_fwd_sm90t",
          {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
+        {Family::sparse_mqa_compact, "sparse_mqa_compact", "sparse_mqa/compact.cuh", "mlajit_sparse_mqa_compact",
+         {"COMPACT_THREADS", "COMPACT_MAXW", "KV_FP8"}},
     };
     return infos[(int)f];
 }

@@ -12,9 +12,9 @@ namespace mlajit {
 
 enum class Family : uint8_t {
     mha_fwd = 0, sparse_mqa_fwd = 1, topk_mask = 2, mha_fwd_sm90 = 3, paged_gather = 4, sparse_mqa_fwd_sm90 = 5,
-    quantize_cache = 6, gemm_sm90 = 7, sparse_mqa_fwd_sm90t = 8
+    quantize_cache = 6, gemm_sm90 = 7, sparse_mqa_fwd_sm90t = 8, sparse_mqa_compact = 9
 };
-inline constexpr int kNumFamilies = 9;
+inline constexpr int kNumFamilies = 10;
 
 struct Arch {
     int sm = 0;        // 80, 86, 89, 90, 100, ...

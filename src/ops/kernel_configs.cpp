@@ -79,9 +79,9 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // bf16 cache at <= 16 heads: the keys-as-M kernel (sparse_mqa/sm90_t.cuh), which pads nothing: 4.50 ms against
     // 4.96 for the 64-head kernel and 5.33 for the portable 16 x 32 tile (H100, 8k, topk 2048, paged;
     // docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
-    // FP8 cache at <= 16 heads: the same keys-as-M kernel, its 8 producer warps dequantizing each tile to the bf16 values
-    // the contract names (sparse_mqa/sm90_f8_producer.cuh): 5.66 ms against 7.07 for the portable FP8 16 x 32 tile (H100,
-    // 8k, topk 2048, paged; the bf16 kernel 4.25). The scale-folding body (sparse_mqa/sm90_t_fp8.cuh, development
+    // FP8 cache at <= 16 heads: the same keys-as-M kernel, its 16 producer warps dequantizing each tile to the bf16 values
+    // the contract names (sparse_mqa/sm90_f8_staged.cuh): 4.71 ms against 5.55 for session 25's register producer and
+    // ~7.0 for the portable FP8 16 x 32 tile (H100, 8k, topk 2048, paged; the bf16 kernel 4.15-4.23). The scale-folding body (sparse_mqa/sm90_t_fp8.cuh, development
     // switch MJ_MQA90T8_FOLD, 5.81 ms) does not round e4m3 * scale to bf16 as the contract says (docs/PERF.md).
     if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
         if (num_heads <= 16) return kMqaHopperTile16;
@@ -150,6 +150,14 @@ KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8) {
     }
     s.family = Family::sparse_mqa_fwd;
     s.p = {t.block_h, t.block_n, t.warps, t.stages, kDimLatent, kDimRope, kv_fp8 ? 1 : 0};
+    return s;
+}
+
+KernelSpec sparse_mqa_compact_spec(const Arch& arch, int width, bool kv_fp8) {
+    KernelSpec s;
+    s.family = Family::sparse_mqa_compact;
+    s.arch = arch;
+    s.p = {mj_mqa_compact_threads(width), mj_mqa_compact_maxw(width), kv_fp8 ? 1 : 0};
     return s;
 }
 
@@ -222,13 +230,13 @@ int mha_threads(const KernelSpec& s) {
 }
 int mqa_smem_bytes(const KernelSpec& s) {
     if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
-    if (s.family == Family::sparse_mqa_fwd_sm90t)  // the FP8 cache too: its producer writes bf16 tiles
-        return mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2]);
+    if (s.family == Family::sparse_mqa_fwd_sm90t)  // the FP8 cache: plus its producer's raw rings
+        return mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2], s.p[5]);
     if (s.p[6] != 0) return mj_mqa_smem_bytes_fp8(s.p[0], s.p[1], s.p[3]);  // KV_FP8
     return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
 }
 int mqa_threads(const KernelSpec& s) {
-    if (s.family == Family::sparse_mqa_fwd_sm90t) return mj_mqa90t_threads(s.p[5]);  // KV_FP8: 8 producer warps
+    if (s.family == Family::sparse_mqa_fwd_sm90t) return mj_mqa90t_threads(s.p[5]);  // KV_FP8: 16 producer warps
     if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_threads();
     return mj_mqa_threads(s.p[2]);
 }

@@ -59,6 +59,9 @@ KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong);
 KernelSpec mha_spec_for(const Arch& arch, bool masked);
 // kv_fp8 selects the kernels that read the FP8 latent cache (spec parameter KV_FP8: its own cache keys).
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8 = false);
+// The sparse MQA key-set pre-pass (sparse_mqa/compact.cuh) for index rows `width` wide (mj_mqa_compact_maxw /
+// mj_mqa_compact_threads pick the specialization).
+KernelSpec sparse_mqa_compact_spec(const Arch& arch, int width, bool kv_fp8);
 KernelSpec topk_mask_spec(const Arch& arch);
 // The paged gather for a cache format: bf16 pages (576 wide) or the FP8 cache (fp8_ds_mla, 656 bytes a row,
 // dequantized to bf16 on the way).

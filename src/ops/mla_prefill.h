@@ -63,6 +63,7 @@ struct MlaStepLayout {
     size_t mask = 0;     // masked MHA: [tq, words]
     size_t q_mqa = 0;    // MQA: [c, h, 576] absorbed queries
     size_t latent = 0;   // MQA: [c, h, 512] latent outputs
+    size_t kept = 0, kept_bytes = 0;  // MQA: the key-set pre-pass's list (sparse_mqa_kept_bytes(c, width))
     size_t kv_pack = 0;  // MQA: [s_k, 576] when kv is not packed or is paged (gathered from the pages)
     size_t kv_gather = 0; // MHA, paged cache: [tk, 576] latent rows of the run, gathered from the pages
     size_t kpe = 0;       // MHA, paged_fused: [tk, 64] k_pe rows of the run, written by the up-projection

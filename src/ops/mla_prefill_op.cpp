@@ -301,6 +301,8 @@ void run_mqa_step(Handle& h, const mlajit_mla_prefill_args& a, const MlaShapes& 
         if (s.has_lse) m.lse = strided_tensor(a.lse.data, MLAJIT_FP32, {st.t1, H}, {a.lse.stride[0], 1});
         else m.lse = strided_tensor(offset(lse_scratch, -st.t0 * H, 4), MLAJIT_FP32, {st.t1, H}, {H, 1});
     }
+    m.workspace = offset(ws, int64_t(l.kept), 1);  // the key-set pre-pass's list
+    m.workspace_bytes = l.kept_bytes;
     sparse_mqa_prefill(h, m, stream);
 
     // Output projection per head: latent [c, 512] . W_UV_h^T [512, 128] -> out [c, h, 128].

@@ -158,6 +158,8 @@ MlaStepLayout step_layout(const MlaShapes& s, const MlaStep& st) {
         if (!s.kv_packed && !(s.paged && !s.kv_fp8 && !st.chunk)) l.kv_pack = take(tk * kDimQkMqa * 2);
         l.q_mqa = take(tq * h * kDimQkMqa * 2);
         l.latent = take(tq * h * kDimLatent * 2);
+        l.kept_bytes = sparse_mqa_kept_bytes(int64_t(tq), s.width);  // each token's key set, compacted once (pre-pass)
+        l.kept = take(l.kept_bytes);
     } else if (st.small) {  // the MHA kernel writes the K/V rows itself and reads q / the latent rows in place
         l.kv_up = take(tk * h * (kDimNope + kDimV) * 2);
     } else {
@@ -193,8 +195,8 @@ MlaSchedule schedule_mla(const MlaShapes& s, const int32_t* cu_q, const int32_t*
         sized.small = false;
         sch.workspace_bytes = std::max(sch.workspace_bytes, step_layout(s, sized).end);
     };
-    // Sparse MQA: a chunk's absorbed queries + latent outputs (+ scratch lse) must fit the chunk budget.
-    const size_t per_query = size_t(s.heads) * (kDimQkMqa * 2 + kDimLatent * 2 + (s.has_lse ? 0 : 4));
+    // Sparse MQA: a chunk's absorbed queries + latent outputs (+ scratch lse) + its key-set list must fit the chunk budget.
+    const size_t per_query = size_t(s.heads) * (kDimQkMqa * 2 + kDimLatent * 2 + (s.has_lse ? 0 : 4)) + size_t(s.width + 1) * 4;
     const int64_t chunk = std::max<int64_t>(64, int64_t(limits.mqa_chunk_bytes / per_query) / 64 * 64);
 
     std::optional<MlaStep> run;  // the run of consecutive requests of one path being grown

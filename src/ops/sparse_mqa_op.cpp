@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -122,9 +123,68 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
     return plan;
 }
 
+namespace {
+// Does the planned call's kv family read the FP8 cache? (KV_FP8 is the last parameter of every sparse MQA family.)
+bool plan_kv_fp8(const KernelSpec& s) { return s.family == Family::sparse_mqa_fwd ? s.p[6] != 0 : s.p[5] != 0; }
+
+// The pre-pass's list in the workspace: kept_rows uint32 [tokens, topk], then kept_count int32 [tokens].
+struct KeptLayout {
+    size_t count_off = 0, bytes = 0;
+};
+KeptLayout kept_layout(int64_t tokens, int64_t topk) {
+    KeptLayout l;
+    l.count_off = (size_t(tokens) * size_t(topk) * 4 + 255) / 256 * 256;
+    l.bytes = l.count_off + (size_t(tokens) * 4 + 255) / 256 * 256;
+    return l;
+}
+
+// Bytes from kv's base to the end of its last row: the list stores kv row offsets / 16 in 32 bits.
+int64_t kv_span_bytes(const SparseMqaFwdParams& p, bool fp8) {
+    if (p.block_table) return int64_t(p.num_pages) * p.kv_stride_page * (fp8 ? 1 : 2);
+    return int64_t(p.s_kv) * p.kv_stride_tok * 2;
+}
+}  // namespace
+
+size_t sparse_mqa_kept_bytes(int64_t tokens, int64_t width) { return kept_layout(tokens, width).bytes; }
+
+size_t sparse_mqa_workspace_bytes(const LaunchPlan<SparseMqaFwdParams>& main) {
+    if (main.grid.x == 0 || kv_span_bytes(main.params, plan_kv_fp8(main.spec)) >= (int64_t(1) << 36)) return 0;
+    return kept_layout(main.grid.x, main.params.topk).bytes;
+}
+
+std::optional<LaunchPlan<SparseMqaFwdParams>> plan_sparse_mqa_prepass(const Arch& arch, const mlajit_sparse_mqa_args& a,
+                                                                      LaunchPlan<SparseMqaFwdParams>& main) {
+    if (a.workspace == nullptr) {
+        if (a.workspace_bytes != 0)
+            fail_arg("workspace is NULL but workspace_bytes is {}: pass the workspace's device pointer, or 0 bytes to run "
+                     "without the key-set pre-pass", a.workspace_bytes);
+        return std::nullopt;
+    }
+    const size_t need = sparse_mqa_workspace_bytes(main);
+    if (need == 0) return std::nullopt;  // the pre-pass does not apply: the op runs as without a workspace
+    if (a.workspace_bytes < need)
+        fail_arg("workspace: this call's key-set pre-pass needs {} bytes and got {}: size it with "
+                 "mlajit_sparse_mqa_workspace_size, or pass NULL to run without it", need, a.workspace_bytes);
+    if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0)
+        fail_arg("workspace must be 16-byte aligned, got address {}", a.workspace);
+    const KeptLayout l = kept_layout(main.grid.x, main.params.topk);
+    main.params.kept_rows = static_cast<unsigned*>(a.workspace);
+    main.params.kept_count = reinterpret_cast<int*>(static_cast<unsigned char*>(a.workspace) + l.count_off);
+    main.params.kept_stride = main.params.topk;
+    LaunchPlan<SparseMqaFwdParams> pre;
+    pre.spec = sparse_mqa_compact_spec(arch, main.params.topk, plan_kv_fp8(main.spec));
+    pre.grid = Dim3{main.grid.x, 1, 1};
+    pre.threads = pre.spec.p[0];
+    pre.smem = mj_mqa_compact_smem_bytes(main.params.topk);
+    pre.params = main.params;
+    return pre;
+}
+
 void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream) {
     auto plan = plan_sparse_mqa(h.arch(), a);
+    auto pre = plan_sparse_mqa_prepass(h.arch(), a, plan);
     if (plan.grid.x == 0) return;  // no query token in this call
+    if (pre) launch_plan(h, *pre, stream);
     launch_plan(h, plan, stream);
 }
 

@@ -53,6 +53,8 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
             add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp)));
             add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp, true), true));  // the FP8 latent cache
         }
+        add(sparse_mqa_compact_spec(arch, m.topk, false));  // the key-set pre-pass (an op given a workspace, the one call)
+        add(sparse_mqa_compact_spec(arch, m.topk, true));
     }
     return out;
 }
@@ -70,6 +72,7 @@ double compile_cost_hint(const KernelSpec& s) {
         case Family::topk_mask: return 0.2;
         case Family::quantize_cache: return 0.1;
         case Family::paged_gather: return 0.06;
+        case Family::sparse_mqa_compact: return 0.2;  // not measured: a small kernel, as topk_mask
     }
     return 0.5;
 }

@@ -63,7 +63,7 @@ void check_cover(const MlaShapes& s, const int32_t* cu_q, const int32_t* cu_k, c
             CHECK(st.r1 == st.r0 + 1);
             CHECK(st.first_chunk == (st.t0 == cu_q[st.r0]));
             CHECK(st.t1 <= cu_q[st.r1]);
-            const size_t per_query = size_t(s.heads) * ((576 + 512) * 2 + (s.has_lse ? 0 : 4));
+            const size_t per_query = size_t(s.heads) * ((576 + 512) * 2 + (s.has_lse ? 0 : 4)) + size_t(s.width + 1) * 4;
             CHECK(size_t(st.t1 - st.t0) * per_query <= std::max(lim.mqa_chunk_bytes, 64 * per_query));
         } else {
             CHECK(st.t0 == cu_q[st.r0]);
@@ -183,7 +183,7 @@ TEST_CASE("mla_prefill: a mixed batch becomes runs and chunks") {
     CHECK(l.q_pack - l.kv_up >= size_t(800) * kHeads * 256 * 2);
 
     // Small budgets: the MQA request splits into 64-multiple chunks, the MHA run into single requests.
-    lim.mqa_chunk_bytes = 300 * kHeads * (576 + 512) * 2 + 1000;
+    lim.mqa_chunk_bytes = 300 * (kHeads * (576 + 512) * 2 + (s.width + 1) * 4) + 1000;  // + each query's key-set list
     lim.mha_run_bytes = 1000;
     sch = schedule_mla(s, kCuQ, kCuK, paths, lim);
     REQUIRE(sch.steps.size() == 2 + 4);  // runs {0}, {1}; chunks of 256 over 1000 queries
@@ -234,7 +234,7 @@ TEST_CASE("mla_prefill: without cuBLASLt's scratch (the Hopper GEMM) the workspa
     jit.gemm_scratch = 0;
     const std::vector<Path> paths = {Path::masked_mha, Path::dense_mha, Path::dense_mha, Path::sparse_mqa};
     MlaLimits lim;
-    lim.mqa_chunk_bytes = 300 * kHeads * (576 + 512) * 2 + 1000;  // several steps
+    lim.mqa_chunk_bytes = 300 * (kHeads * (576 + 512) * 2 + (s.width + 1) * 4) + 1000;  // several steps (+ each query's key-set list)
     const MlaSchedule with = schedule_mla(s, kCuQ, kCuK, paths, lim), without = schedule_mla(jit, kCuQ, kCuK, paths, lim);
     REQUIRE(with.steps.size() == without.steps.size());
     REQUIRE(with.steps.size() > 2);
@@ -422,7 +422,7 @@ TEST_CASE("mla_prefill: consecutive sparse requests run as one batched step") {
 }
 
 TEST_CASE("mla_prefill: the chunks of one sparse request find its packed keys where the first chunk put them") {
-    // 128 heads, one request of 8192 new tokens: chunks of 3840 queries (the 1 GiB budget), the last one
+    // 128 heads, one request of 8192 new tokens: chunks of 3712 queries (the 1 GiB budget), the last one
     // shorter. The first chunk packs (or gathers) the request's latent rows into kv_pack and every later
     // chunk reads them there, so kv_pack's offset must not depend on the chunk's query count (it did before
     // 2026-12-04: the last chunk read stale bytes; seen as call_fp8 vs engine rel L2 0.18 at h128, 8k).

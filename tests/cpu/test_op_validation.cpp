@@ -199,6 +199,54 @@ TEST_CASE("validation: sparse MQA") {
     }
 }
 
+TEST_CASE("validation: sparse MQA's workspace runs the key-set pre-pass; a bad one is refused") {
+    auto a = good_mqa();  // 300 tokens, width 2048
+    auto plan = plan_sparse_mqa(kArch, a);
+    const size_t need = sparse_mqa_workspace_bytes(plan);
+    CHECK(need >= size_t(300) * 2049 * 4);
+    CHECK(need == sparse_mqa_kept_bytes(300, 2048));
+    CHECK_FALSE(plan_sparse_mqa_prepass(kArch, a, plan).has_value());  // no workspace: no pre-pass
+    CHECK(plan.params.kept_rows == nullptr);
+    a.workspace = fake(9);
+    a.workspace_bytes = need;
+    auto pre = plan_sparse_mqa_prepass(kArch, a, plan);
+    REQUIRE(pre.has_value());
+    CHECK(pre->spec.family == Family::sparse_mqa_compact);
+    CHECK(pre->spec == sparse_mqa_compact_spec(kArch, 2048, false));
+    CHECK(pre->threads == mj_mqa_compact_threads(2048));
+    CHECK(pre->smem == mj_mqa_compact_smem_bytes(2048));
+    CHECK(pre->grid.x == plan.grid.x);
+    CHECK(plan.params.kept_rows == static_cast<unsigned*>(a.workspace));
+    CHECK(plan.params.kept_stride == 2048);
+    CHECK(reinterpret_cast<const char*>(plan.params.kept_count) >= static_cast<const char*>(a.workspace) + size_t(300) * 2048 * 4);
+    CHECK(reinterpret_cast<const char*>(plan.params.kept_count + 300) <= static_cast<const char*>(a.workspace) + need);
+    // Wider rows take the wide specialization.
+    auto wide = good_mqa();
+    wide.indices.shape[1] = 5000;
+    wide.indices.stride[0] = 5000;
+    wide.workspace = fake(9);
+    wide.workspace_bytes = sparse_mqa_kept_bytes(300, 5000);
+    auto wplan = plan_sparse_mqa(kArch, wide);
+    auto wpre = plan_sparse_mqa_prepass(kArch, wide, wplan);
+    REQUIRE(wpre.has_value());
+    CHECK(wpre->spec.p[1] == mj_mqa_max_width);
+    CHECK(wpre->smem == mj_mqa_compact_smem_bytes(5000));
+    // Too small, misaligned, or bytes without a pointer: a clear error, nothing planned.
+    a.workspace_bytes = need - 1;
+    CHECK(has(invalid([&] { plan_sparse_mqa_prepass(kArch, a, plan); }), "mlajit_sparse_mqa_workspace_size"));
+    a.workspace_bytes = need;
+    a.workspace = static_cast<char*>(fake(9)) + 4;
+    CHECK(has(invalid([&] { plan_sparse_mqa_prepass(kArch, a, plan); }), "16-byte"));
+    a.workspace = nullptr;
+    CHECK(has(invalid([&] { plan_sparse_mqa_prepass(kArch, a, plan); }), "workspace is NULL"));
+    // The C entry points: the size ignores the workspace fields; a call with a too-small one fails before launching.
+    size_t bytes = 0;
+    mlajit_sparse_mqa_args c = good_mqa();
+    c.workspace_bytes = 5;
+    CHECK(mlajit_sparse_mqa_workspace_size(nullptr, &c, &bytes) == MLAJIT_ERROR_INVALID_ARGUMENT);  // no handle
+    CHECK(mlajit_sparse_mqa_workspace_size(nullptr, &c, nullptr) == MLAJIT_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache format") {
     // sm_90a, bf16: up to 16 heads the keys-as-M Hopper kernel (16 heads a block, nothing padded to 64), above it the
     // 64-head one; both 3 warpgroups, their shared memory within sm_90's 232,448 bytes.
@@ -213,14 +261,15 @@ TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache
         CHECK(p.smem == (heads <= 16 ? mj_mqa90t_smem_bytes(16, 64, 2) : mj_mqa90_smem_bytes()));
         CHECK(p.smem <= 232448);
     }
-    // The FP8 cache at 16 heads: the same keys-as-M kernel (its producer dequantizes the pages into the bf16 tile the math
-    // reads: the same shared memory), its own cache key; above 16 the 64-head one.
+    // The FP8 cache at 16 heads: the same keys-as-M kernel (its producer lands the raw rows in rings of its own and
+    // dequantizes them into the bf16 tile the math reads), its own cache key; above 16 the 64-head one.
     const KernelSpec fp8_16 = sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, true), true);
     CHECK(fp8_16.family == Family::sparse_mqa_fwd_sm90t);
     CHECK(fp8_16.p[5] == 1);
     CHECK_FALSE(fp8_16 == sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, false), false));
-    CHECK(mqa_smem_bytes(fp8_16) == mj_mqa90t_smem_bytes(16, 64, 2));
-    CHECK(mqa_threads(fp8_16) == 512);  // 8 dequantizing producer warps
+    CHECK(mqa_smem_bytes(fp8_16) == mj_mqa90t_smem_bytes(16, 64, 2, 1));
+    CHECK(mqa_smem_bytes(fp8_16) <= 232448);  // sm_90's per-block limit, with the FP8 producer's raw rings
+    CHECK(mqa_threads(fp8_16) == 768);  // 16 dequantizing producer warps
     CHECK(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 32, true), true).family == Family::sparse_mqa_fwd_sm90);
     // The same 16 heads elsewhere: the portable 16 x 32 tile on sm_80, and on sm_90a with MLAJIT_TIER=portable.
     CHECK(plan_sparse_mqa(Arch::parse("sm_80"), good_mqa()).spec.family == Family::sparse_mqa_fwd);

@@ -378,15 +378,44 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
             a.block_table.shape[0] = b.batch() - c.first_req;
         }
     }
-    if (bs > 0 || c.causal) {
-        auto plan = plan_sparse_mqa(internal_handle().arch(), a);
-        launch_plan(internal_handle(), plan, G->stream);
-    } else {
-        MLAJIT_CHECK_OK(mlajit_sparse_mqa_prefill(G->handle, &a, G->stream));
-    }
+    auto run = [&](const mlajit_sparse_mqa_args& call) {
+        if (bs > 0 || c.causal) {
+            auto plan = plan_sparse_mqa(internal_handle().arch(), call);
+            auto pre = plan_sparse_mqa_prepass(internal_handle().arch(), call, plan);
+            if (pre) launch_plan(internal_handle(), *pre, G->stream);
+            launch_plan(internal_handle(), plan, G->stream);
+        } else {
+            MLAJIT_CHECK_OK(mlajit_sparse_mqa_prefill(G->handle, &call, G->stream));
+        }
+    };
+    run(a);
     auto out = dout.download();
     auto lse = dlse.download();
     auto ml = dml.download();
+    {
+        // With a workspace: the key-set pre-pass builds each token's list once and the kernel reads it. The same bits in
+        // every written row (the same keys in the same order); the list's bytes start poisoned.
+        size_t ws_bytes = 0;
+        MLAJIT_CHECK_OK(mlajit_sparse_mqa_workspace_size(G->handle, &a, &ws_bytes));
+        REQUIRE(ws_bytes >= size_t(sq - first_tok) * size_t(topk + 1) * 4);
+        DeviceBuffer<uint8_t> dws(ws_bytes);
+        DeviceBuffer<uint16_t> dout2(sq * h * 512);
+        DeviceBuffer<float> dlse2(sq * h), dml2(sq * h);
+        mlajit_sparse_mqa_args w = a;
+        w.out.data = dout2.get();
+        w.lse.data = dlse2.get();
+        w.max_logits.data = dml2.get();
+        w.workspace = dws.get();
+        w.workspace_bytes = ws_bytes;
+        run(w);
+        const auto out2 = dout2.download();
+        const auto lse2 = dlse2.download(), ml2 = dml2.download();
+        int64_t differ = 0;
+        for (size_t i = size_t(first_tok * h * 512); i < out.size(); ++i) differ += out[i] != out2[i];
+        for (size_t i = size_t(first_tok * h); i < lse.size(); ++i)
+            differ += std::memcmp(&lse[i], &lse2[i], 4) != 0 || std::memcmp(&ml[i], &ml2[i], 4) != 0;
+        CHECK_MESSAGE(differ == 0, differ << " output / lse / max_logits values differ with the key-set pre-pass");
+    }
     // Rows of the call written; rows before a sub-batch untouched (still the poison).
     check_all_written("out", std::vector<uint16_t>(out.begin() + first_tok * h * 512, out.end()));
     for (int64_t i = 0; i < first_tok * h * 512; ++i)

@@ -77,13 +77,14 @@ public:
     Bench(mlajit_handle h, CUstream st, int reps, int check_rows) : h_(h), st_(st), reps_(reps), rows_(check_rows) {}
 
     Result run(const Cell& c) {
-        if (c.op == "mqa") return mqa(c);
+        if (c.op == "mqa" || c.op == "mqa-nows") return mqa(c, c.op == "mqa");
         if (c.op == "mha" || c.op == "masked" || c.op == "mask") return mha(c);
-        throw std::runtime_error("unknown op '" + c.op + "' (mha, masked, mqa, mask)");
+        throw std::runtime_error("unknown op '" + c.op + "' (mha, masked, mqa, mqa-nows, mask)");
     }
 
 private:
-    Result mqa(const Cell& c) {
+    // with_ws: the op given a workspace (mlajit_sparse_mqa_args.workspace), so its key-set pre-pass runs first (timed with it).
+    Result mqa(const Cell& c, bool with_ws) {
         Result res;
         std::vector<int32_t> cu_q{0, (int32_t)c.s_q}, cu_k{0, (int32_t)c.s_k};
         const double scale = 1.0 / std::sqrt(192.0);
@@ -104,6 +105,16 @@ private:
             a.out = contiguous_tensor(dout[i]->get(), MLAJIT_BF16, {c.s_q, c.heads, 512});
             a.lse = contiguous_tensor(dlse[i]->get(), MLAJIT_FP32, {c.s_q, c.heads});
             a.sm_scale = (float)scale;
+        }
+        std::unique_ptr<DeviceBuffer> ws;  // one workspace for every input set: the calls run in order on one stream
+        if (with_ws) {
+            size_t bytes = 0;
+            mlajit::check(mlajit_sparse_mqa_workspace_size(h_, &args[0], &bytes));
+            ws = std::make_unique<DeviceBuffer>(std::max<size_t>(bytes, 16));
+            for (auto& a : args) {
+                a.workspace = bytes ? ws->get() : nullptr;
+                a.workspace_bytes = bytes;
+            }
         }
         auto launch = [&](int i) { mlajit::check(mlajit_sparse_mqa_prefill(h_, &args[i % n], st_)); };
         dout[0]->poison();
@@ -259,7 +270,8 @@ int main(int argc, char** argv) {
     int64_t topk = 2048;
     int reps = 10, rows = 4;
     std::string csv_path;
-    app.add_option("--ops", ops, "mha (dense causal), masked (mask build + masked MHA), mqa (sparse), mask (build alone)")
+    app.add_option("--ops", ops, "mha (dense causal), masked (mask build + masked MHA), mqa (sparse, with a workspace: the key-set "
+                                 "pre-pass included), mqa-nows (sparse without one), mask (build alone)")
         ->delimiter(',');
     app.add_option("--heads", heads, "local heads (128 / TP)")->delimiter(',')->check(CLI::Range(1, 128));
     app.add_option("--s-q", s_qs, "new tokens per cell")->delimiter(',')->check(CLI::Range(1, 1 << 20));

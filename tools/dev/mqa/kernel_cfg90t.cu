@@ -19,7 +19,7 @@ constexpr int MJ_KV_FP8 = CFG_FP8;
 // Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)), mj_mqa90t_threads, mj_mqa90t_smem_bytes (the FP8 cache's
 // scale-folding body, MJ_MQA90T8_FOLD: mj_mqa90t8_smem_bytes).
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
-    const int smem = CFG_FP8 && MJ_MQA90T8_FOLD ? mj_mqa90t8_smem_bytes(CFG_H, CFG_N, CFG_S) : mj_mqa90t_smem_bytes(CFG_H, CFG_N, CFG_S);
+    const int smem = CFG_FP8 && MJ_MQA90T8_FOLD ? mj_mqa90t8_smem_bytes(CFG_H, CFG_N, CFG_S) : mj_mqa90t::kSmem;  // mj_mqa90t_smem_bytes, plus the raw rings of MJ_MQA90T8_STAGE
     static bool raised = false;
     if (!raised) {
         cudaError_t e = cudaFuncSetAttribute(MQA_CAT(mqa_kernel_, CFG_TAG), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

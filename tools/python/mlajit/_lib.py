@@ -55,6 +55,10 @@ class SparseMqaArgs(_Args):
         ("sm_scale", ctypes.c_float),
         ("block_table", Tensor),
         ("causal", ctypes.c_int32),
+        # Appended after 0.2 (760 -> 776 bytes on 64-bit): the key-set pre-pass's optional device scratch. An
+        # older library accepts the longer struct while these stay 0 (NULL, 0 bytes: no pre-pass).
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
     ]
 
 
@@ -272,6 +276,9 @@ def _declare_optional(name):
     elif name == "mlajit_mla_prefill":
         f.restype = c.c_int
         f.argtypes = [c.c_void_p, c.POINTER(MlaPrefillArgs), c.c_void_p]
+    elif name == "mlajit_sparse_mqa_workspace_size":
+        f.restype = c.c_int
+        f.argtypes = [c.c_void_p, c.POINTER(SparseMqaArgs), c.POINTER(c.c_size_t)]
     elif name == "mlajit_quantize_latent_cache":
         f.restype = c.c_int
         f.argtypes = [c.c_void_p, c.POINTER(QuantizeLatentCacheArgs), c.c_void_p]

@@ -263,8 +263,21 @@ def sparse_mqa_prefill(q, kv, indices, sm_scale, *, cu_seqlens_q=None, cu_seqlen
         a.cu_seqlens_q_host = _int32p(hq)
         a.cu_seqlens_kv_host = _int32p(hk)
     a.sm_scale = float(sm_scale)
-    _check(L.lib().mlajit_sparse_mqa_prefill(_handle(device), ctypes.byref(a), _stream(device)),
-           "mlajit_sparse_mqa_prefill")
+    handle = _handle(device)
+    stream = _stream(device)
+    ws = None  # the workspace tensor, alive across the call
+    f_ws = L.optional_symbol("mlajit_sparse_mqa_workspace_size")
+    if f_ws is not None:  # else a library older than the workspace fields: they stay 0 (no pre-pass), as it wants
+        # The key-set pre-pass's scratch (same results, faster): a caching-allocator tensor on this stream, freed on
+        # return (stream-ordered reuse; under CUDA graph capture the graph's pool keeps it for the replays).
+        # The query checks the arguments as the op does: its error is the op's.
+        need = ctypes.c_size_t(0)
+        _check(f_ws(handle, ctypes.byref(a), ctypes.byref(need)), "mlajit_sparse_mqa_prefill")
+        if need.value > 0:
+            ws = torch.empty(need.value, dtype=torch.uint8, device=device)
+            a.workspace = ws.data_ptr()
+            a.workspace_bytes = need.value
+    _check(L.lib().mlajit_sparse_mqa_prefill(handle, ctypes.byref(a), stream), "mlajit_sparse_mqa_prefill")
     return (out, lse, max_logits) if return_max_logits else (out, lse)
 
 

@@ -17,8 +17,8 @@ The schemas keep what the C API needs first-class:
 Host cost: torch.library's Python dispatch alone costs ~13 us per call (an empty Python op of this schema
 on the H200 machine), so this backend cannot reach issue 15's 15 us; the C++ backend can. Here the
 implementations are registered straight on the CUDA dispatch key (no autograd wrapper), reuse one ctypes
-argument block per op and thread, and mla_prefill queries its workspace size only when the cached
-workspace is too small.
+argument block per op and thread, and mla_prefill and sparse_mqa_prefill query their workspace sizes only
+when the cached workspace is too small.
 """
 import ctypes
 import struct
@@ -191,23 +191,26 @@ def _device_state(device):
 
 
 class _Workspace:
-    """The mla_prefill workspace of one (device, stream): grown on demand, never shrunk. A workspace used
-    while a CUDA graph was being captured is kept alive for good (the graph replays into it)."""
+    """An op's workspace of one (device, stream): grown on demand, never shrunk. A workspace used while a
+    CUDA graph was being captured is kept alive for good (the graph replays into it)."""
 
     def __init__(self):
         self.tensor = None
+        self.ptr = 0         # self.tensor's address and bytes (what the args block gets)
+        self.nbytes = 0
         self.pinned = False  # self.tensor was used during a capture
         self.captured = []   # earlier workspaces a captured graph still uses
 
 
-_workspaces = {}
+_workspaces = {}      # mla_prefill's, by (device index, stream)
+_mqa_workspaces = {}  # sparse_mqa_prefill's (its key-set pre-pass), by (device index, stream)
 
 
-def _workspace(device, stream):
+def _workspace(device, stream, cache=_workspaces):
     key = (device.index, stream)
-    w = _workspaces.get(key)
+    w = cache.get(key)
     if w is None:
-        w = _workspaces[key] = _Workspace()
+        w = cache[key] = _Workspace()
     return w
 
 
@@ -218,6 +221,8 @@ def _grow(w, need, device):
     if w.pinned:
         w.captured.append(w.tensor)
     w.tensor = torch.empty(size, dtype=torch.uint8, device=device)
+    w.ptr = w.tensor.data_ptr()
+    w.nbytes = size
     w.pinned = False
 
 
@@ -274,6 +279,12 @@ def _mla_prefill_cuda(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, c
     return out
 
 
+# sparse_mqa_prefill's workspace / workspace_bytes: adjacent, written with one pack_into.
+_MQA_WS_OFFSET = L.SparseMqaArgs.workspace.offset
+_WS_FIELDS = struct.Struct("=QQ")
+assert L.SparseMqaArgs.workspace_bytes.offset == _MQA_WS_OFFSET + 8
+
+
 def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_host=None,
                              cu_seqlens_kv_host=None, block_table=None, causal=0):
     device = q.device
@@ -301,8 +312,46 @@ def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seq
         a.struct.causal = causal
     a.struct.sm_scale = sm_scale
     handle, stream = _device_state(device)
-    O._check(_c().mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
+    lib = _c()
+    # The key-set pre-pass's workspace (same results, faster), cached per (device, stream) as mla_prefill's: a
+    # call tries the cached one and sizes it only when there is none yet or the call failed.
+    w = _workspace(device, stream, _mqa_workspaces)
+    status = L.OK
+    if w.tensor is not None:
+        _WS_FIELDS.pack_into(a.bytes, _MQA_WS_OFFSET, w.ptr, w.nbytes)
+        status = lib.mlajit_sparse_mqa_prefill(handle, a.ptr, stream)
+    if w.tensor is None or status != L.OK:
+        _sparse_mqa_sized(lib, a, handle, stream, w, status, device)
+    if w.tensor is not None and _capturing():
+        w.pinned = True
     return out, lse
+
+
+def _sparse_mqa_sized(lib, a, handle, stream, w, status, device):
+    """sparse_mqa_prefill with no cached workspace yet, or after the call with it failed (nothing launches when
+    a check fails): sizes the workspace for these arguments and calls (again)."""
+    f_ws = L.optional_symbol("mlajit_sparse_mqa_workspace_size")
+    if f_ws is None:  # a library older than the workspace fields: they stay 0 (no pre-pass), which it accepts
+        _WS_FIELDS.pack_into(a.bytes, _MQA_WS_OFFSET, 0, 0)
+        O._check(lib.mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
+        return
+    first = None
+    if status != L.OK:  # the call's own error, before the query below replaces the thread's message
+        try:
+            O._check(status, "mlajit_sparse_mqa_prefill")
+        except O.MlajitError as e:
+            first = e
+    need = ctypes.c_size_t(0)
+    qs = f_ws(handle, a.ptr, ctypes.byref(need))
+    if qs != L.OK:  # the query checks the arguments as the op does: an argument error of the op
+        if first is not None:
+            raise first
+        O._check(qs, "mlajit_sparse_mqa_prefill")
+    if first is not None and w.nbytes >= need.value:
+        raise first  # not a workspace problem
+    _grow(w, need.value, device)
+    _WS_FIELDS.pack_into(a.bytes, _MQA_WS_OFFSET, w.ptr, w.nbytes)
+    O._check(lib.mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
 
 
 def _mha_prefill_cuda(q, k_nope, k_pe, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host, cu_seqlens_k_host, sm_scale,

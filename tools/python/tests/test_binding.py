@@ -1,10 +1,12 @@
 """Tests of the Python binding (python3 -m unittest discover tools/python/tests).
 
 - Layout: the ctypes structs against the C header, compiled with the machine's C compiler (skipped when
-  there is none).
+  there is none); the sparse MQA struct's appended workspace fields at their 64-bit offsets without one.
+- mlajit_sparse_mqa_workspace_size: declared and answering its checks, through the library without a GPU.
 - Planner: through the library on any machine (skipped when libmlajit.so is not built).
 - GPU: every op against a float64 PyTorch reference on fresh random inputs, outputs poisoned with NaN
-  first; error cases. Skipped when torch, a GPU or the library is missing.
+  first; sparse MQA with its workspace = without it, bit for bit; error cases. Skipped when torch, a GPU
+  or the library is missing.
 Tolerances: mlajit.reference (per element 2e-2 relative + 2e-2 * rms, rel L2 <= 1e-2, lse 1e-3 absolute;
 1.5e-2 for mla_prefill's lse, whose paths round an intermediate to bf16).
 """
@@ -76,10 +78,49 @@ class TestLayout(unittest.TestCase):
             for f, _ in py._fields_:
                 self.assertEqual(int(got[f"{cname}.{f}"]), getattr(py, f).offset, f"offsetof({cname}, {f})")
 
+    def test_sparse_mqa_args_workspace_fields(self):
+        """workspace / workspace_bytes appended after 0.2 (no compiler needed): 760 -> 776 bytes on 64-bit, the
+        published 760 bytes unchanged before them, and 0 in a fresh struct (what an older library accepts)."""
+        import ctypes
+        A = _lib.SparseMqaArgs
+        self.assertEqual([f for f, _ in A._fields_][-3:], ["causal", "workspace", "workspace_bytes"])
+        if ctypes.sizeof(ctypes.c_void_p) == 8:
+            self.assertEqual(ctypes.sizeof(_lib.Tensor), 80)
+            self.assertEqual(A.block_table.offset, 672)
+            self.assertEqual(A.causal.offset, 752)
+            self.assertEqual(A.workspace.offset, 760)
+            self.assertEqual(A.workspace_bytes.offset, 768)
+            self.assertEqual(ctypes.sizeof(A), 776)
+        a = A()
+        self.assertEqual(a.struct_size, ctypes.sizeof(A))
+        self.assertIsNone(a.workspace)
+        self.assertEqual(a.workspace_bytes, 0)
+        tail = bytes(memoryview(a).cast("B"))[A.workspace.offset:]
+        self.assertEqual(tail, bytes(len(tail)))
+
 
 def _ctypes_sizeof(t):
     import ctypes
     return ctypes.sizeof(t)
+
+
+@unittest.skipUnless(LIB_OK, f"libmlajit.so not loadable: {LIB_WHY}")
+class TestSparseMqaWorkspaceSize(unittest.TestCase):
+    """mlajit_sparse_mqa_workspace_size through ctypes, without a GPU: declared, callable, its checks answer."""
+
+    def test_declared_and_checks(self):
+        import ctypes
+        f = _lib.optional_symbol("mlajit_sparse_mqa_workspace_size")
+        self.assertIsNotNone(f, f"{_lib.library_path()} lacks mlajit_sparse_mqa_workspace_size: rebuild it")
+        self.assertIs(f.restype, ctypes.c_int)
+        self.assertEqual(f.argtypes,
+                         [ctypes.c_void_p, ctypes.POINTER(_lib.SparseMqaArgs), ctypes.POINTER(ctypes.c_size_t)])
+        a = _lib.SparseMqaArgs()
+        need = ctypes.c_size_t(12345)
+        self.assertEqual(f(None, ctypes.byref(a), None), _lib.INVALID_ARGUMENT)
+        self.assertIn(b"bytes is NULL", _lib.lib().mlajit_last_error())
+        self.assertEqual(f(None, ctypes.byref(a), ctypes.byref(need)), _lib.INVALID_ARGUMENT)
+        self.assertIn(b"handle", _lib.lib().mlajit_last_error())
 
 
 @unittest.skipUnless(LIB_OK, f"libmlajit.so not loadable: {LIB_WHY}")
@@ -162,6 +203,44 @@ class TestGpu(unittest.TestCase):
         ro, rl, _ = R.sparse_mqa(q, kv[:, 0], idx, 0.07, rows)
         _close(self, R.check_out("out", o, ro))
         _close(self, R.check_lse("lse", l, rl))
+
+    def test_sparse_mqa_workspace_bit_identical(self):
+        """The binding passes the key-set pre-pass a workspace of the queried size: the outputs equal, bit for
+        bit, those of the same call with the workspace fields left 0 (as for a library without the query)."""
+        from unittest import mock
+        from mlajit import reference as R
+        real = _lib.optional_symbol("mlajit_sparse_mqa_workspace_size")
+        if real is None:
+            self.skipTest(f"{mlajit.library_path()} has no mlajit_sparse_mqa_workspace_size")
+        sizes = []
+
+        def spy(handle, args, need):
+            status = real(handle, args, need)
+            sizes.append(need._obj.value)
+            return status
+
+        cases = ((16, [200, 333], [700, 333], 128, True), (128, [384], [384], 256, False))
+        for heads, s_q, s_k, topk, batched in cases:
+            T_q, T_k = sum(s_q), sum(s_k)
+            q, kv = self.randn(T_q, heads, 576), self.randn(T_k, 576)
+            idx = R.causal_topk_indices(s_q, s_k, topk, self.dev, self.gen)
+            idx[0, :] = -1  # a row with no valid key
+            idx[1, 1::2] = idx[1, 0::2]  # a row listing each of its keys twice
+            cu_q, cu_k = [0], [0]
+            for a, b in zip(s_q, s_k):
+                cu_q.append(cu_q[-1] + a)
+                cu_k.append(cu_k[-1] + b)
+            kw = dict(cu_seqlens_q=cu_q, cu_seqlens_kv=cu_k) if batched else {}
+            sizes.clear()
+            with mock.patch.dict(_lib._symbols, {"mlajit_sparse_mqa_workspace_size": spy}):
+                got = mlajit.sparse_mqa_prefill(q, kv, idx, 0.07, return_max_logits=True, **kw)
+            self.assertEqual(len(sizes), 1, "one size query per call")
+            self.assertGreaterEqual(sizes[0], 4 * T_q * (topk + 1), "the pre-pass applies to these arguments")
+            with mock.patch.dict(_lib._symbols, {"mlajit_sparse_mqa_workspace_size": None}):
+                want = mlajit.sparse_mqa_prefill(q, kv, idx, 0.07, return_max_logits=True, **kw)
+            for name, x, y in zip(("out", "lse", "max_logits"), got, want):
+                self.assertTrue(torch.equal(x, y),
+                                f"{name} differs with the workspace ({heads} heads, {self.seed_note})")
 
     # ---- MHA, mask ----
     def _mha_inputs(self, heads, s_q_list, s_k_list):

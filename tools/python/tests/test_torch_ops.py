@@ -7,7 +7,9 @@
 - GPU (needs torch, a GPU and the library): mla_prefill through the op against the float64 reference
   (fresh random inputs, outputs poisoned first by the caching allocator's reuse); torch.compile (inductor,
   fullgraph) output = eager output; CUDA graph replay on new inputs = eager on the same inputs; the
-  other three ops = the binding's functions (same kernels: bitwise).
+  other three ops = the binding's functions (same kernels: bitwise); sparse_mqa_prefill, which passes the
+  key-set pre-pass a workspace, = the C call without one (bitwise; contiguous, paged, causal, FP8 paged,
+  a growing workspace), also replayed from a CUDA graph.
 Both backends of the ops (mlajit.torch_ops_backend(): the C++ library libmlajit_torch.so, or the ops
 defined in Python) run the same tests; a process registers one, so run this file once per backend:
 MLAJIT_TORCH_BACKEND=cpp / python (tools/bench/host_cost_on_gpu.sh does); set, it is also asserted.
@@ -183,6 +185,42 @@ class TestCompileTrace(unittest.TestCase):
         self.assertLessEqual(len(graphs), 2, f"{len(graphs)} graphs for {len(layouts)} layouts")
 
 
+def _sparse_mqa_without_workspace(q, kv, indices, sm_scale, cu_q=None, cu_k=None, cu_q_host=None, cu_k_host=None,
+                                  block_table=None, causal=0):
+    """mlajit_sparse_mqa_prefill called directly with the workspace fields left 0 (no key-set pre-pass):
+    (out, lse, the workspace bytes the pre-pass would need for these arguments)."""
+    import ctypes
+    from mlajit import _ops as O
+    dev = q.device
+    out = torch.empty((q.shape[0], q.shape[1], 512), dtype=torch.bfloat16, device=dev)
+    lse = torch.empty((q.shape[0], q.shape[1]), dtype=torch.float32, device=dev)
+    a = _lib.SparseMqaArgs()
+    a.q = O._desc(q, "q", (torch.bfloat16,), dev, 3)
+    fp8 = kv.dtype == torch.uint8
+    a.kv = O._desc(kv, "kv", (torch.bfloat16, torch.uint8), dev, (2, 3), code=_lib.UINT8 if fp8 else _lib.BF16)
+    a.indices = O._desc(indices, "indices", (torch.int32,), dev, 2)
+    a.out = O._desc(out, "out", (torch.bfloat16,), dev, 3)
+    a.lse = O._desc(lse, "lse", (torch.float32,), dev, 2)
+    if cu_q is not None:
+        hq = (ctypes.c_int32 * len(cu_q_host))(*cu_q_host)
+        hk = (ctypes.c_int32 * len(cu_k_host))(*cu_k_host)
+        a.cu_seqlens_q = O._desc(cu_q, "cu_seqlens_q", (torch.int32,), dev, 1)
+        a.cu_seqlens_kv = O._desc(cu_k, "cu_seqlens_kv", (torch.int32,), dev, 1)
+        a.cu_seqlens_q_host = ctypes.cast(hq, ctypes.POINTER(ctypes.c_int32))
+        a.cu_seqlens_kv_host = ctypes.cast(hk, ctypes.POINTER(ctypes.c_int32))
+    if block_table is not None:
+        a.block_table = O._desc(block_table, "block_table", (torch.int32,), dev, 2)
+    a.causal = causal
+    a.sm_scale = sm_scale
+    handle = O._handle(dev)
+    need = ctypes.c_size_t(0)
+    O._check(_lib.optional_symbol("mlajit_sparse_mqa_workspace_size")(handle, ctypes.byref(a), ctypes.byref(need)),
+             "mlajit_sparse_mqa_workspace_size")
+    assert a.workspace is None and a.workspace_bytes == 0
+    O._check(_lib.lib().mlajit_sparse_mqa_prefill(handle, ctypes.byref(a), O._stream(dev)), "mlajit_sparse_mqa_prefill")
+    return out, lse, need.value
+
+
 @unittest.skipUnless(GPU_OK, "needs torch, a CUDA GPU and libmlajit.so")
 class TestGpu(unittest.TestCase):
     def setUp(self):
@@ -292,6 +330,102 @@ class TestGpu(unittest.TestCase):
         o, lse = torch.ops.mlajit.sparse_mqa_prefill(qm, kv, idx, 0.1, cq, ck, cu_q, cu_k)
         o2, lse2 = mlajit.sparse_mqa_prefill(qm, kv, idx, 0.1, cu_seqlens_q=cu_q, cu_seqlens_kv=cu_k)
         self.assertTrue(torch.equal(o, o2) and torch.equal(lse, lse2))
+
+    def mqa_case(self, heads, s_q, s_k, topk, batched=True, paged=False, fp8=False):
+        """Sparse MQA inputs whose index rows hold what the key-set pre-pass compacts away: -1, positions out of
+        range, repeated keys, and keys past the query's own position (skipped with causal=1)."""
+        dev, gen = self.dev, self.gen
+        idx = torch.cat([torch.randint(-2, k + 3, (n, topk), device=dev, generator=gen, dtype=torch.int32)
+                         for n, k in zip(s_q, s_k)])
+        idx[0, :] = -1  # a row with no valid key
+        cu_q, cu_k = [0], [0]
+        for n, k in zip(s_q, s_k):
+            cu_q.append(cu_q[-1] + n)
+            cu_k.append(cu_k[-1] + k)
+        b = dict(q=self.randn(cu_q[-1], heads, 576), idx=idx, scale=1 / math.sqrt(192), block_table=None,
+                 batched=batched)
+        if batched:
+            b.update(cu_q=torch.tensor(cu_q, dtype=torch.int32, device=dev),
+                     cu_k=torch.tensor(cu_k, dtype=torch.int32, device=dev), cu_q_host=cu_q, cu_k_host=cu_k)
+        if not paged:
+            b["kv"] = self.randn(cu_k[-1], 576)
+            return b
+        bs = 64  # pages of 64 tokens, each request's on pages picked at random
+        blocks = [(k + bs - 1) // bs for k in s_k]
+        pages = torch.rand(sum(blocks) + 2, device=dev, generator=gen).argsort().to(torch.int32)
+        table = torch.zeros((len(s_k), max(blocks)), dtype=torch.int32, device=dev)
+        first = 0
+        for r, n in enumerate(blocks):
+            table[r, :n] = pages[first:first + n]
+            first += n
+        kv = self.randn(pages.numel(), bs, 576)
+        if fp8:
+            flat = kv.view(-1, 576)
+            kv = torch.zeros((pages.numel(), bs, 656), dtype=torch.uint8, device=dev)
+            mlajit.quantize_latent_cache(flat[:, :512], flat[:, 512:],
+                                         torch.arange(flat.shape[0], dtype=torch.int32, device=dev), kv)
+        b.update(kv=kv, block_table=table)
+        return b
+
+    def mqa_op(self, b, causal=0):
+        if not b["batched"]:
+            return torch.ops.mlajit.sparse_mqa_prefill(b["q"], b["kv"], b["idx"], b["scale"])
+        return torch.ops.mlajit.sparse_mqa_prefill(b["q"], b["kv"], b["idx"], b["scale"], b["cu_q"], b["cu_k"],
+                                                   b["cu_q_host"], b["cu_k_host"], b["block_table"], causal)
+
+    def test_sparse_mqa_workspace_bit_identical(self):
+        """The op passes the key-set pre-pass a workspace: its outputs equal, bit for bit, the C call's with the
+        workspace fields left 0 (no pre-pass): first call, a larger call after it (the workspace grows), the same
+        shape again (the cached workspace / size hint), one sequence at 128 heads, paged, causal, FP8 paged."""
+        if _lib.optional_symbol("mlajit_sparse_mqa_workspace_size") is None:
+            self.skipTest(f"{mlajit.library_path()} has no mlajit_sparse_mqa_workspace_size")
+        cases = [("small", dict(heads=16, s_q=(64,), s_k=(128,), topk=64), 0),
+                 # ~2.2 MB of workspace: more than the 1 MiB a first call (this test's or an earlier one's) sizes
+                 ("larger after a small one", dict(heads=16, s_q=(1200, 900), s_k=(1500, 900), topk=256), 0),
+                 ("same shape again", dict(heads=16, s_q=(1200, 900), s_k=(1500, 900), topk=256), 0),
+                 ("128 heads, one sequence", dict(heads=128, s_q=(384,), s_k=(384,), topk=256, batched=False), 0),
+                 ("paged", dict(heads=64, s_q=(200, 333), s_k=(700, 333), topk=128, paged=True), 0),
+                 ("paged, causal", dict(heads=32, s_q=(200, 333), s_k=(700, 333), topk=192, paged=True), 1)]
+        if _lib.optional_symbol("mlajit_quantize_latent_cache") is not None:
+            cases.append(("FP8 paged, causal", dict(heads=16, s_q=(200, 333), s_k=(700, 333), topk=128, paged=True,
+                                                    fp8=True), 1))
+        for what, shape, causal in cases:
+            b = self.mqa_case(**shape)
+            out, lse = self.mqa_op(b, causal)
+            extra = (b["cu_q"], b["cu_k"], b["cu_q_host"], b["cu_k_host"]) if b["batched"] else ()
+            want_out, want_lse, need = _sparse_mqa_without_workspace(b["q"], b["kv"], b["idx"], b["scale"], *extra,
+                                                                     block_table=b["block_table"], causal=causal)
+            self.assertGreater(need, 0, f"{what}: the pre-pass applies to these arguments")
+            self.assertTrue(torch.equal(out, want_out), f"{what}: out differs with the workspace (seed {self.seed})")
+            self.assertTrue(torch.equal(lse, want_lse), f"{what}: lse differs with the workspace (seed {self.seed})")
+        bad = self.mqa_case(heads=16, s_q=(64,), s_k=(128,), topk=64)
+        bad["scale"] = -1.0  # after good calls (a workspace in hand): the library's own message, under the op's name
+        with self.assertRaisesRegex(RuntimeError, "mlajit_sparse_mqa_prefill.*sm_scale"):
+            self.mqa_op(bad)
+
+    def test_sparse_mqa_cuda_graph_replay_equals_eager(self):
+        """sparse_mqa_prefill (and its workspace) captured in a CUDA graph: replay on new inputs = eager."""
+        b = self.mqa_case(heads=16, s_q=(200, 333), s_k=(700, 333), topk=128, paged=True)
+        static = dict(b)
+        for k in ("q", "kv", "idx"):
+            static[k] = b[k].clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            self.mqa_op(static, 1)  # warm-up on a side stream: kernels loaded
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            graph_out, graph_lse = self.mqa_op(static, 1)
+        fresh = self.mqa_case(heads=16, s_q=(200, 333), s_k=(700, 333), topk=128, paged=True)
+        for k in ("q", "kv", "idx"):
+            static[k].copy_(fresh[k])
+        static["block_table"].copy_(fresh["block_table"])
+        g.replay()
+        torch.cuda.synchronize()
+        out, lse = self.mqa_op(static, 1)
+        self.assertTrue(torch.equal(graph_out, out) and torch.equal(graph_lse, lse),
+                        f"CUDA graph replay differs from eager on the same inputs (seed {self.seed})")
 
     def test_growing_shapes_and_errors(self):
         """A larger call after a smaller one (the workspace grows), checked; then an argument error after a
