@@ -535,8 +535,11 @@ void coverage_calls(Gpu* G, R::Rng& rng, Counts& n, const std::function<void()>&
             mla_call(G, rng, s, force, n, /*paged=*/true), after_each();
         // A dense step of small requests runs in one launch, its own kernel (MLAJIT_SMALL_STEP_KEYS).
         mla_call(G, rng, shape(h, 128, {{20, 40}}), int(MLAJIT_PATH_DENSE_MHA), n), after_each();
+        // Paged too: the up-projection that gathers its rows out of the pages (GEMM A_PAGED, <= 16 heads) has the same
+        // tiles by M (missed until 2026-12-06: a kernel loaded in the fresh-shape phase, or in warm-up).
         for (const Shape& g : {shape(h, 128, {{20, 40}}), shape(h, 128, {{100, 100}}), shape(h, 128, {{700, 1400}})})
-            for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)}) mla_call(G, rng, g, force, n), after_each();
+            for (int force : {int(MLAJIT_PATH_MASKED_MHA), int(MLAJIT_PATH_SPARSE_MQA)})
+                for (bool paged : {false, true}) mla_call(G, rng, g, force, n, paged), after_each();
     }
 }
 
