@@ -13,6 +13,7 @@
 #include "jit/compiler.h"
 #include "jit/kernel_store.h"
 #include "jit/nvrtc_api.h"
+#include "mlajit_abi.h"
 #include "ops/kernel_configs.h"
 #include "ops/variants.h"
 #include "runtime/handle.h"
@@ -53,7 +54,8 @@ TEST_CASE("jit: every kernel variant of the model compiles to sm_80 and sm_90a c
 }
 
 TEST_CASE("jit: the keys-as-M sparse MQA kernel on the FP8 cache compiles through NVRTC to its own sm_90a code, without spills") {
-    // Its producer holds 64 registers of codes a thread and the math the rest: a spill here would cost speed silently.
+    // 768 threads start with 80 registers; its 16 producer warps keep 48 and the math takes 144: a spill here would cost
+    // speed silently.
     REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
     const Arch a = Arch::parse("sm_90a");
     const CompileOutput fp8 = compile_kernel(prep(sparse_mqa_spec(a, kMqaHopperTile16, true), kernel_files()));
@@ -61,6 +63,20 @@ TEST_CASE("jit: the keys-as-M sparse MQA kernel on the FP8 cache compiles throug
     CHECK(is_elf(fp8.cubin));
     CHECK(fp8.cubin != bf16.cubin);
     CHECK_MESSAGE(!std::regex_search(fp8.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), fp8.log);
+}
+
+TEST_CASE("jit: the sparse MQA key-set pre-pass compiles for both width classes and both caches, without spills") {
+    REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
+    for (const char* arch : {"sm_80", "sm_90a"})
+        for (int width : {1, 2048, 2049, mj_mqa_max_width})
+            for (bool fp8 : {false, true}) {
+                const KernelSpec s = sparse_mqa_compact_spec(Arch::parse(arch), width, fp8);
+                CAPTURE(spec_name(s));
+                CHECK(s.p[1] >= width);
+                const CompileOutput out = compile_kernel(prep(s, kernel_files()));
+                CHECK(is_elf(out.cubin));
+                CHECK_MESSAGE(!std::regex_search(out.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), out.log);
+            }
 }
 
 TEST_CASE("jit: a broken template fails with the kernel name, options and NVRTC log") {
