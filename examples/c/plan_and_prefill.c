@@ -71,7 +71,7 @@ static int checked_prefill(example_cuda* cu) {
     int32_t* idx = malloc(nidx * 4);
     unsigned short* out = malloc(nout * 2);
     float* lse = malloc(nlse * 4);
-    example_devptr dq = 0, dkv = 0, didx = 0, dout = 0, dlse = 0;
+    example_devptr dq = 0, dkv = 0, didx = 0, dout = 0, dlse = 0, dws = 0;
     mlajit_handle h = NULL;
     mlajit_status s;
     int bad = 0;
@@ -118,6 +118,18 @@ static int checked_prefill(example_cuda* cu) {
         a.out = tensor(dout, MLAJIT_BF16, 3, shout);
         a.lse = tensor(dlse, MLAJIT_FP32, 2, shlse);
         a.sm_scale = sm_scale;
+        /* Optional: a workspace for the key-set pre-pass (each query's index row compacted once; the same result bits,
+         * faster at engine sizes). Its size depends on the arguments; 0 means the op does not use one. */
+        size_t ws_bytes = 0;
+        if ((s = mlajit_sparse_mqa_workspace_size(h, &a, &ws_bytes)) != MLAJIT_OK) return report("mlajit_sparse_mqa_workspace_size", s);
+        if (ws_bytes > 0) {
+            if (cu->cuMemAlloc(&dws, ws_bytes)) {
+                fprintf(stderr, "cuMemAlloc of the %zu-byte workspace failed\n", ws_bytes);
+                return 1;
+            }
+            a.workspace = (void*)(uintptr_t)dws;
+            a.workspace_bytes = ws_bytes;
+        }
         if ((s = mlajit_sparse_mqa_prefill(h, &a, NULL)) != MLAJIT_OK) return report("mlajit_sparse_mqa_prefill", s);
     }
     cu->cuCtxSynchronize();
@@ -167,6 +179,7 @@ static int checked_prefill(example_cuda* cu) {
     cu->cuMemFree(didx);
     cu->cuMemFree(dout);
     cu->cuMemFree(dlse);
+    if (dws) cu->cuMemFree(dws);
     free(q);
     free(kv);
     free(idx);
