@@ -17,14 +17,7 @@ echo "check rc $? $(el)"; grep -E "checks" $OUT/logs/check.log; grep -E "FAIL" $
 timeout 80 $H --no-check --paged --bench-s 8192 --bench-heads 16 \
   --bench-configs h16sm90t_pre,h16sm90t8_pre,h16sm90t8g4_pre,h16sm90t8raw_pre,h16sm90t8k1_pre,h16sm90t8s0_pre --reps 5 \
   --log $OUT/logs/b16.log > /dev/null 2>&1; echo "b16 rc $? $(el)"
-S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats"
-for c in h16sm90t8_pre h16sm90t_pre; do
-  timeout 90 ncu --clock-control none $S -k regex:mqa_kernel --launch-skip 3 --launch-count 1 \
-    $H --no-check --paged --bench-s 8192 --bench-heads 16 --bench-configs $c --reps 3 > $OUT/logs/ncu_$c.txt 2>&1
-  echo "ncu $c rc $? $(el)"
-  grep -E "^  *(Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps Per Scheduler|Warp Cycles Per Issued Instruction)" $OUT/logs/ncu_$c.txt | sed 's/^ *//' | tr -s ' '
-  grep -iE "stall|bottleneck|pipe" $OUT/logs/ncu_$c.txt | grep -v "^ *-" | head -10 | cut -c1-170
-done
+for c in h16sm90t8_pre h16sm90t_pre; do bash tools/dev/mqa/ncu_profile.sh $H $c 16 $OUT/logs/ncu_$c.txt 90; echo "$(el)"; done
 wait $bpid; echo "library build rc $? $(el)"; grep -E "error" -A4 $OUT/logs/build.log | head -10
 MLAJIT_SOAK_SECONDS=60 MLAJIT_SOAK_CSV=$OUT/logs/soak.csv MLAJIT_CACHE_DIR=/tmp/t24-soak timeout 150 build-gpu/mlajit_gpu_tests \
   '--test-case=gpu soak*' > $OUT/logs/soak.log 2>&1
