@@ -71,8 +71,8 @@
 #define MJ_MQA90T8_ROWPIPE 0
 #endif
 #include "sparse_mqa/sm90_t_fp8.cuh"      // the FP8 cache's scale-folding body (MJ_MQA90T8_FOLD)
-#include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 cache's dequantizing producer (the default)
-#include "sparse_mqa/sm90_f8_staged.cuh"    // the FP8 cache's raw-ring producer (MJ_MQA90T8_STAGE)
+#include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 cache's register producer (MJ_MQA90T8_STAGE=0)
+#include "sparse_mqa/sm90_f8_staged.cuh"    // the FP8 cache's raw-ring producer (the default)
 
 namespace mj_mqa90t {
 
@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     if (tid < 256) mj_tile90::load_q<kH, 256>(p, tok, head0, smem + kOffQ, tid);
     if (tid == 0) {
         for (int s = 0; s < kS; ++s) {
-            // one cp.async-completion arrival per producer thread (FP8: and one after its dequantized stores)
+            // bf16: one cp.async-completion arrival per producer thread; FP8: mj_f8stage's / mj_f8prod's count
             mj90::mbar_init(&full[s], kF8Stage ? mj_f8stage::full_arrivals(kProducerWarps)
                                       : kF8    ? mj_f8prod::full_arrivals(kProducerWarps)
                                                : MJ_MQA90T_BULK ? 4 : 128);
