@@ -224,6 +224,9 @@ def sparse_mqa_prefill(q, kv, indices, sm_scale, *, cu_seqlens_q=None, cu_seqlen
     Returns:
         (out, lse) or (out, lse, max_logits). A query with no valid index gets out 0 and lse -inf.
 
+    The call allocates the op's workspace (mlajit_sparse_mqa_workspace_size bytes, 4 per token and index
+    position) from torch's caching allocator, so the key-set pre-pass runs: the same results, faster.
+
     Raises:
         ValueError / TypeError for a wrong dtype, device, layout or shape found here; MlajitError for any
         argument the library rejects (the message says what and how to fix it).
