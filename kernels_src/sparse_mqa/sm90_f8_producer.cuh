@@ -25,10 +25,8 @@ namespace mj_f8prod {
 MJ_DEVICE constexpr int full_arrivals(int warps) { return 2 * 32 * warps; }
 
 // RAW (timing only): the codes are stored unconverted (XOR the scale, so the loads stay live): the producer's cost
-// without the dequantization. PER_ROW (development form, MJ_MQA90T8_ROWPIPE): a row's next-tile load is issued right after
-// the row is converted (its scale loaded with it, no shuffles), not after its group of 8, so it has the rest of the tile's
-// conversions to land.
-template <int KN, int KS, int TILE_BYTES, int WARPS, bool RAW, bool PER_ROW = false>
+// without the dequantization.
+template <int KN, int KS, int TILE_BYTES, int WARPS, bool RAW>
 MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, const int* irow, const mj_idx::SetView& ks,
                        int nwords, int nvalid, int ntiles, unsigned char* ring, unsigned long long* full,
                        unsigned long long* empty, int pw, int lane) {
@@ -42,28 +40,6 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
     auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
     mj_u32 v[kRowsPerWarp][4];
     float sc[kGroups];
-    float scr[PER_ROW ? kRowsPerWarp : 1];  // PER_ROW: row i's scale for this lane's 16 codes
-    auto load_row = [&](int i, const unsigned char* mine) {
-        const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-        if (rowp != nullptr) {
-            mj90::ld_global_nc_v4(v[i], rowp + lane * 16);
-            scr[i] = mj90::ld_global_nc_f32(rowp + mj_fp8::kScaleOff + 4 * (lane >> 3));
-        } else {
-            v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0u;
-            scr[i] = 0.f;
-        }
-    };
-    auto convert_row = [&](int i, unsigned tile_a) {
-        const int r = pw * kRowsPerWarp + i;
-        mj_u32 o[8];
-        if constexpr (RAW) {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) o[j] = v[i][j >> 1] ^ __float_as_uint(scr[i]);
-        } else {
-            mj_fp8::dequant16<MJ_ARCH>(v[i], scr[i], o);
-        }
-        mj_fp8::st_pair_swizzled(tile_a, tile_off(r, 2 * lane), tile_off(r, 2 * lane + 1), (lane >> 2) & 1, o);
-    };
     auto load_group = [&](int h, const unsigned char* mine) {
 #pragma unroll
         for (int i = 8 * h; i < 8 * h + 8; ++i) {
@@ -95,13 +71,8 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
     const unsigned char* cur = ntiles > 0 ? ptr_of(key_of(0)) : nullptr;
     int key_next = ntiles > 1 ? key_of(1) : -1;
     if (ntiles > 0) {
-        if constexpr (PER_ROW) {
 #pragma unroll
-            for (int i = 0; i < kRowsPerWarp; ++i) load_row(i, cur);
-        } else {
-#pragma unroll
-            for (int h = 0; h < kGroups; ++h) load_group(h, cur);
-        }
+        for (int h = 0; h < kGroups; ++h) load_group(h, cur);
     }
     for (int t = 0; t < ntiles; ++t) {
         const int slot = t % KS;
@@ -118,18 +89,10 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
                 mj90::cp_async_16(tile + tile_off(pw * kRowsPerWarp + i, 64 + lane),
                                   (rowp != nullptr ? rowp : (const unsigned char*)p.kv) + mj_fp8::kRopeOff + lane * 16, rowp != nullptr);
         }
-        if constexpr (PER_ROW) {
 #pragma unroll
-            for (int i = 0; i < kRowsPerWarp; ++i) {
-                convert_row(i, tile_a);
-                if (more) load_row(i, nxt);
-            }
-        } else {
-#pragma unroll
-            for (int h = 0; h < kGroups; ++h) {
-                convert_group(h, tile_a);
-                if (more) load_group(h, nxt);
-            }
+        for (int h = 0; h < kGroups; ++h) {
+            convert_group(h, tile_a);
+            if (more) load_group(h, nxt);
         }
         mj90::fence_proxy_async();  // the dequantized stores are read by wgmma (async proxy)
         mj90::cp_async_mbar_arrive_noinc(&full[slot]);

@@ -67,9 +67,6 @@
                           // 0 = the register producer (sparse_mqa/sm90_f8_producer.cuh, 8 warps: session 25's form)
 #define MJ_MQA90T8_STAGE 16
 #endif
-#ifndef MJ_MQA90T8_ROWPIPE  // FP8 cache, development switch (with STAGE 0): the register producer issues loads row by row
-#define MJ_MQA90T8_ROWPIPE 0
-#endif
 #include "sparse_mqa/sm90_t_fp8.cuh"      // the FP8 cache's scale-folding body (MJ_MQA90T8_FOLD)
 #include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 cache's register producer (MJ_MQA90T8_STAGE=0)
 #include "sparse_mqa/sm90_f8_staged.cuh"    // the FP8 cache's raw-ring producer (the default)
@@ -195,8 +192,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             mj_f8stage::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2>(p, rq, irow, ks, nwords, nvalid, ntiles,
                                                                                             smem + kOffK, smem + kOffRaw, full, empty, pw, lane);
         } else if constexpr (kF8) {
-            mj_f8prod::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2, MJ_MQA90T8_ROWPIPE != 0>(
-                p, rq, irow, ks, nwords, nvalid, ntiles, smem + kOffK, full, empty, pw, lane);
+            mj_f8prod::produce<kN, kS, kTileBytes, kProducerWarps, MJ_MQA90T_DEV_SKIP == 2>(p, rq, irow, ks, nwords, nvalid, ntiles,
+                                                                                           smem + kOffK, full, empty, pw, lane);
         } else {
             constexpr int kR = kN / 4;
             for (int t = 0; t < ntiles; ++t) {

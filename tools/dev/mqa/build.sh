@@ -25,7 +25,6 @@ while read -r tag h n s k m pp skip fp8; do
                 case $tag in *sm90t8u*) defs="$defs -DMJ_FP8_UNPACK=1";; esac  # FP8 producer: the integer unpack (fp8.cuh)
                 case $tag in *sm90t8s8*) defs="$defs -DMJ_MQA90T8_STAGE=8";; *sm90t8s16*) defs="$defs -DMJ_MQA90T8_STAGE=16";;  # FP8: raw-ring producer
                              *sm90t8s0*) defs="$defs -DMJ_MQA90T8_STAGE=0";; esac  # FP8: session 25's register producer
-                case $tag in *sm90t8rp*) defs="$defs -DMJ_MQA90T8_ROWPIPE=1";; esac  # FP8 register producer: loads row by row
                 case $tag in *sm90t8fi*) defs="$defs -DMJ_MQA90T8_INT=1";; esac  # folding body: codes to f16 by integer operations
                 case $tag in *sm90t8fb*) defs="$defs -DMJ_MQA90T8_BULK=1";; esac  # folding body: rows by cp.async.bulk (gather timing)
                 case $tag in *sm90tb*) defs="$defs -DMJ_MQA90T_BULK=1";; esac;;  # bf16: rows by cp.async.bulk (gather timing)
