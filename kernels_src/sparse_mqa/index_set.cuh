@@ -41,9 +41,6 @@ constexpr int kHashSlotsMax = kMaxWidth;             // 8 bytes a slot
 constexpr int kHashBytes = kHashSlotsMax * 8;         // scratch the widest row's table needs
 static_assert(mj_mqa_hash_slots(kMaxWidth) == kHashSlotsMax, "hash table bound");
 constexpr unsigned long long kEmpty = ~0ull;
-// pref[0] of a built set is 0 (an exclusive prefix); build_set stores kListMark there when the set comes from the
-// pre-pass's list, so that set_key (which is given no Request) knows the list form.
-constexpr unsigned short kListMark = 0xffffu;
 
 // The key set in shared memory (kSetBytes at `base`): keep [kWords] u32, pref [kWords] u16, nvalid.
 struct SetView {
@@ -241,15 +238,12 @@ MJ_DEVICE void build_keep(const SparseMqaFwdParams& p, const Request& rq, const 
 }
 
 // The kernels' entry: builds the token's set (build_keep), or, with the pre-pass's list (rq.kept), only fetches its
-// size and marks the list form (kListMark); the scratch is then not touched. Ends with a block barrier either way.
+// size; the scratch is then not touched. Ends with a block barrier either way.
 template <int THREADS>
 MJ_DEVICE void build_set(const SparseMqaFwdParams& p, const Request& rq, const int* irow, int width, unsigned* keep,
                          unsigned short* pref, int* nvalid, unsigned long long* hash) {
     if (rq.kept != nullptr) {
-        if (threadIdx.x == 0) {
-            *nvalid = p.kept_count[rq.slot];
-            pref[0] = kListMark;
-        }
+        if (threadIdx.x == 0) *nvalid = p.kept_count[rq.slot];
         __syncthreads();
         return;
     }
@@ -305,10 +299,10 @@ MJ_DEVICE const unsigned char* set_row(const SparseMqaFwdParams& p, const Reques
 // The key of the set's c-th position, or -1 past the set; then that key's row (nullptr for -1): set_row in two steps, so
 // the FP8 producers issue a row's two dependent loads (index row, block table) a tile apart. (The bf16 producers did the
 // same under a development switch in session 23; no faster on an H100, docs/PERF.md, removed.) With the pre-pass's list
-// (kListMark) the "key" is c itself and key_row makes the one load (the list's entry c).
-MJ_DEVICE int set_key(const int* irow, const SetView& ks, int nwords, int nvalid, int c) {
+// (rq.kept) the "key" is c itself and key_row makes the one load (the list's entry c).
+MJ_DEVICE int set_key(const Request& rq, const int* irow, const SetView& ks, int nwords, int nvalid, int c) {
     if (c >= nvalid) return -1;
-    if (MJ_MQA_KEPT_LIST && ks.pref[0] == kListMark) return c;
+    if (rq.kept != nullptr) return c;
     return irow[kept_position(ks.keep, ks.pref, nwords, c)];
 }
 MJ_DEVICE const unsigned char* key_row(const SparseMqaFwdParams& p, const Request& rq, int key) {

@@ -390,7 +390,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         const unsigned char* dummy = (const unsigned char*)p.kv;
         // Key of row 16 pw + lane % 16 of tile t (-1 past the set), then its row pointer (a block-table load): the
         // index row and block-table loads of tile t are issued two and one tiles ahead of its copies.
-        auto key_of = [&](int t) { return mj_idx::set_key(irow, ks, nwords, nvalid, t * kN + pw * 16 + (lane & 15)); };
+        auto key_of = [&](int t) { return mj_idx::set_key(rq, irow, ks, nwords, nvalid, t * kN + pw * 16 + (lane & 15)); };
         auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
         // Two cp.async groups a tile: the codes of column blocks 0-3, the scales and k_pe; then the codes of blocks 4-7
         // (the first four passes convert while the rest lands). `mine`: lane L (and L + 16) holds row 16 pw + L % 16.

@@ -36,7 +36,7 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
     auto tile_off = [](int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); };
     // Key of row (pw * kRowsPerWarp + lane % kRowsPerWarp) of tile t, or -1 past the set; then its row pointer (a
     // block-table load).
-    auto key_of = [&](int t) { return mj_idx::set_key(irow, ks, nwords, nvalid, t * KN + pw * kRowsPerWarp + (lane % kRowsPerWarp)); };
+    auto key_of = [&](int t) { return mj_idx::set_key(rq, irow, ks, nwords, nvalid, t * KN + pw * kRowsPerWarp + (lane % kRowsPerWarp)); };
     auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
     mj_u32 v[kRowsPerWarp][4];
     float sc[kGroups];

@@ -46,7 +46,7 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
     const unsigned raw = mj90::smem_u32(raw_ring) + (unsigned)(pw * kR) * kRowB;
     const int nrows = ntiles * kRows;
     auto key_of = [&](int w) {
-        return mj_idx::set_key(irow, ks, nwords, nvalid, (w * kWin + lane / kRows) * KN + pw * kRows + (lane % kRows));
+        return mj_idx::set_key(rq, irow, ks, nwords, nvalid, (w * kWin + lane / kRows) * KN + pw * kRows + (lane % kRows));
     };
     auto ptr_of = [&](int key) { return mj_idx::key_row(p, rq, key); };
     const unsigned char* win = ptr_of(key_of(0));
