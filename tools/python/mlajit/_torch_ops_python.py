@@ -226,6 +226,44 @@ def _grow(w, need, device):
     w.pinned = False
 
 
+# The ops' workspace / workspace_bytes fields: adjacent in both args structs, written with one pack_into.
+_WS_FIELDS = struct.Struct("=QQ")
+_MLA_WS_OFFSET = L.MlaPrefillArgs.workspace.offset
+_MQA_WS_OFFSET = L.SparseMqaArgs.workspace.offset
+assert L.MlaPrefillArgs.workspace_bytes.offset == _MLA_WS_OFFSET + 8
+assert L.SparseMqaArgs.workspace_bytes.offset == _MQA_WS_OFFSET + 8
+
+
+def _call_with_workspace(w, device, a, ws_offset, call, size, handle, stream, name, size_name):
+    """call(handle, args, stream) with the cached workspace w of (device, stream); with none yet, or after the call
+    failed (nothing launches when a check fails), sizes it with size(handle, args, &need) and, where the workspace was
+    the problem, grows it and calls once more. A real argument error keeps the call's own message (the query replaces
+    the thread's); with no workspace tried yet an error of the query carries size_name."""
+    status = L.OK
+    if w.tensor is not None:
+        _WS_FIELDS.pack_into(a.bytes, ws_offset, w.ptr, w.nbytes)
+        status = call(handle, a.ptr, stream)
+        if status == L.OK:
+            return
+    first = None
+    if status != L.OK:  # the call's own error, before the query below replaces the thread's message
+        try:
+            O._check(status, name)
+        except O.MlajitError as e:
+            first = e
+    need = ctypes.c_size_t(0)
+    qs = size(handle, a.ptr, ctypes.byref(need))
+    if qs != L.OK:
+        if first is not None:
+            raise first
+        O._check(qs, size_name)
+    if first is not None and w.nbytes >= need.value:
+        raise first  # not a workspace problem
+    _grow(w, need.value, device)
+    _WS_FIELDS.pack_into(a.bytes, ws_offset, w.ptr, w.nbytes)
+    O._check(call(handle, a.ptr, stream), name)
+
+
 def _mla_prefill_cuda(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host,
                       cu_seqlens_k_host, sm_scale, topk=0, force_path=-1, kv_cache=None, block_table=None):
     device = q_nope.device
@@ -257,32 +295,11 @@ def _mla_prefill_cuda(q_nope, q_pe, kv_c, k_pe, w_kv_b, indices, cu_seqlens_q, c
     w = _workspace(device, stream)
     capturing = _capturing()
     lib = _c()
-    status = L.OK
-    if w.tensor is not None:
-        a.struct.workspace = w.tensor.data_ptr()
-        a.struct.workspace_bytes = w.tensor.numel()
-        status = lib.mlajit_mla_prefill(handle, a.ptr, stream)
-    if w.tensor is None or status != L.OK:
-        # Nothing launches when a check fails: size the workspace and try once more (a real argument error
-        # fails again, with its own message).
-        need = ctypes.c_size_t(0)
-        O._check(lib.mlajit_mla_prefill_workspace_size(handle, a.ptr, ctypes.byref(need)),
-                 "mlajit_mla_prefill_workspace_size")
-        if w.tensor is not None and w.tensor.numel() >= need.value:
-            O._check(status, "mlajit_mla_prefill")  # not a workspace problem: raise the original error
-        _grow(w, need.value, device)
-        a.struct.workspace = w.tensor.data_ptr()
-        a.struct.workspace_bytes = w.tensor.numel()
-        O._check(lib.mlajit_mla_prefill(handle, a.ptr, stream), "mlajit_mla_prefill")
+    _call_with_workspace(w, device, a, _MLA_WS_OFFSET, lib.mlajit_mla_prefill, lib.mlajit_mla_prefill_workspace_size, handle,
+                         stream, "mlajit_mla_prefill", "mlajit_mla_prefill_workspace_size")
     if capturing:
         w.pinned = True
     return out
-
-
-# sparse_mqa_prefill's workspace / workspace_bytes: adjacent, written with one pack_into.
-_MQA_WS_OFFSET = L.SparseMqaArgs.workspace.offset
-_WS_FIELDS = struct.Struct("=QQ")
-assert L.SparseMqaArgs.workspace_bytes.offset == _MQA_WS_OFFSET + 8
 
 
 def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_host=None,
@@ -313,45 +330,18 @@ def _sparse_mqa_prefill_cuda(q, kv, indices, sm_scale, cu_seqlens_q=None, cu_seq
     a.struct.sm_scale = sm_scale
     handle, stream = _device_state(device)
     lib = _c()
-    # The key-set pre-pass's workspace (same results, faster), cached per (device, stream) as mla_prefill's: a
-    # call tries the cached one and sizes it only when there is none yet or the call failed.
+    size = L.optional_symbol("mlajit_sparse_mqa_workspace_size")
+    if size is None:  # a library older than the workspace fields: they stay 0 (no pre-pass), which it accepts
+        O._check(lib.mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
+        return out, lse
+    # The key-set pre-pass's workspace (same results, faster), cached per (device, stream) as mla_prefill's. The query
+    # checks the arguments as the op does: its error is the op's.
     w = _workspace(device, stream, _mqa_workspaces)
-    status = L.OK
-    if w.tensor is not None:
-        _WS_FIELDS.pack_into(a.bytes, _MQA_WS_OFFSET, w.ptr, w.nbytes)
-        status = lib.mlajit_sparse_mqa_prefill(handle, a.ptr, stream)
-    if w.tensor is None or status != L.OK:
-        _sparse_mqa_sized(lib, a, handle, stream, w, status, device)
+    _call_with_workspace(w, device, a, _MQA_WS_OFFSET, lib.mlajit_sparse_mqa_prefill, size, handle, stream,
+                         "mlajit_sparse_mqa_prefill", "mlajit_sparse_mqa_prefill")
     if w.tensor is not None and _capturing():
         w.pinned = True
     return out, lse
-
-
-def _sparse_mqa_sized(lib, a, handle, stream, w, status, device):
-    """sparse_mqa_prefill with no cached workspace yet, or after the call with it failed (nothing launches when
-    a check fails): sizes the workspace for these arguments and calls (again)."""
-    f_ws = L.optional_symbol("mlajit_sparse_mqa_workspace_size")
-    if f_ws is None:  # a library older than the workspace fields: they stay 0 (no pre-pass), which it accepts
-        _WS_FIELDS.pack_into(a.bytes, _MQA_WS_OFFSET, 0, 0)
-        O._check(lib.mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
-        return
-    first = None
-    if status != L.OK:  # the call's own error, before the query below replaces the thread's message
-        try:
-            O._check(status, "mlajit_sparse_mqa_prefill")
-        except O.MlajitError as e:
-            first = e
-    need = ctypes.c_size_t(0)
-    qs = f_ws(handle, a.ptr, ctypes.byref(need))
-    if qs != L.OK:  # the query checks the arguments as the op does: an argument error of the op
-        if first is not None:
-            raise first
-        O._check(qs, "mlajit_sparse_mqa_prefill")
-    if first is not None and w.nbytes >= need.value:
-        raise first  # not a workspace problem
-    _grow(w, need.value, device)
-    _WS_FIELDS.pack_into(a.bytes, _MQA_WS_OFFSET, w.ptr, w.nbytes)
-    O._check(lib.mlajit_sparse_mqa_prefill(handle, a.ptr, stream), "mlajit_sparse_mqa_prefill")
 
 
 def _mha_prefill_cuda(q, k_nope, k_pe, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_host, cu_seqlens_k_host, sm_scale,
