@@ -141,9 +141,8 @@ struct TopkMaskParams {
 // - Key-set pre-pass (kept_rows not NULL): the kernel sparse_mqa/compact.cuh, launched before the main kernel with the
 //   same params, grid.x tokens of the call (as the main kernel's), mj_mqa_compact_threads(topk) threads (specialized for
 //   rows up to mj_mqa_compact_maxw(topk)) and mj_mqa_compact_smem_bytes(topk) bytes of shared memory, writes for token
-//   cu_q[0] + i (i = 0 .. grid.x - 1) its row
-//   i of kept_rows: the latent rows of the row's set of valid keys (each key once, at its lowest position, in row order)
-//   as byte offsets from kv over 16, and kept_count[i] of them. The main kernels then read that list instead of
+//   cu_q[0] + i (i = 0 .. grid.x - 1) its row i of kept_rows: the latent rows of the row's set of valid keys (each key
+//   once, at its lowest position, in row order) as byte offsets from kv over 16, and kept_count[i] of them. The main kernels then read that list instead of
 //   building the set themselves (same keys, same order: the same result bits). The host takes the list form only where
 //   every latent row is 16-byte aligned and the cache spans less than 2^36 bytes. NULL: every block builds its own set.
 // ---------------------------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@
 // thread keeps 8 hash slots in registers instead of 32).
 //
 // Specialization (constexpr ints ahead of the include, as every family's): MJ_KV_FP8 (the kv strides count bytes of the
-// FP8 cache's rows, else bf16 elements), MJ_COMPACT_THREADS (a multiple of 32; the runtime's: mj_mqa_compact_threads()),
-// MJ_COMPACT_MAXW (the widest row it takes, a multiple of 32 up to mj_mqa_max_width). grid.x = tokens of the call, as the
-// main kernel's.
+// FP8 cache's rows, else bf16 elements), MJ_COMPACT_THREADS (a multiple of 32; the runtime's: mj_mqa_compact_threads),
+// MJ_COMPACT_MAXW (the widest row it takes, a multiple of 32 up to mj_mqa_max_width; the runtime's: mj_mqa_compact_maxw).
+// grid.x = tokens of the call, as the main kernel's.
 #pragma once
 #include "mlajit_device.cuh"
 #include "sparse_mqa/index_set.cuh"

@@ -152,9 +152,7 @@ MLAJIT_API mlajit_status mlajit_sparse_mqa_prefill(mlajit_handle handle, const m
 MLAJIT_API mlajit_status mlajit_sparse_mqa_workspace_size(mlajit_handle handle, const mlajit_sparse_mqa_args* args, size_t* bytes) {
     return guarded([&] {
         if (!bytes) mlajit::fail_arg("bytes is NULL: pass the address of a size_t");
-        auto a = args_from(args, "mlajit_sparse_mqa_args");
-        a.workspace = nullptr;
-        a.workspace_bytes = 0;
+        const auto a = args_from(args, "mlajit_sparse_mqa_args");  // planning reads no workspace field
         *bytes = mlajit::sparse_mqa_workspace_bytes(mlajit::plan_sparse_mqa(impl(handle).arch(), a));
     });
 }

@@ -81,12 +81,10 @@ MqaTile mqa_tile_for(const Arch& arch, int num_heads, bool kv_fp8) {
     // docs/perf_mqa_notes.md, "Hopper tier for 16 and 32 heads").
     // FP8 cache at <= 16 heads: the same keys-as-M kernel, its 16 producer warps dequantizing each tile to the bf16 values
     // the contract names (sparse_mqa/sm90_f8_staged.cuh): 4.71 ms against 5.55 for session 25's register producer and
-    // ~7.0 for the portable FP8 16 x 32 tile (H100, 8k, topk 2048, paged; the bf16 kernel 4.15-4.23). The scale-folding body (sparse_mqa/sm90_t_fp8.cuh, development
-    // switch MJ_MQA90T8_FOLD, 5.81 ms) does not round e4m3 * scale to bf16 as the contract says (docs/PERF.md).
-    if (use_hopper_tier(arch) && !config().mqa_tile.set()) {
-        if (num_heads <= 16) return kMqaHopperTile16;
-        if (num_heads > 16) return kMqaHopperTile;
-    }
+    // ~7.0 for the portable FP8 16 x 32 tile (H100, 8k, topk 2048, paged; the bf16 kernel 4.15-4.23). The scale-folding
+    // body (sparse_mqa/sm90_t_fp8.cuh, development switch MJ_MQA90T8_FOLD, 5.81 ms) does not round e4m3 * scale to bf16
+    // as the contract says (docs/PERF.md).
+    if (use_hopper_tier(arch) && !config().mqa_tile.set()) return num_heads <= 16 ? kMqaHopperTile16 : kMqaHopperTile;
     const auto& o = config().mqa_tile;
     const std::vector<MqaTile> tiles = kv_fp8 ? supported_mqa_fp8_tiles(arch) : supported_mqa_tiles();
     if (o.set()) {
