@@ -380,10 +380,7 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
     }
     auto run = [&](const mlajit_sparse_mqa_args& call) {
         if (bs > 0 || c.causal) {
-            auto plan = plan_sparse_mqa(internal_handle().arch(), call);
-            auto pre = plan_sparse_mqa_prepass(internal_handle().arch(), call, plan);
-            if (pre) launch_plan(internal_handle(), *pre, G->stream);
-            launch_plan(internal_handle(), plan, G->stream);
+            sparse_mqa_prefill(internal_handle(), call, G->stream);  // the op itself: plan, pre-pass, launch
         } else {
             MLAJIT_CHECK_OK(mlajit_sparse_mqa_prefill(G->handle, &call, G->stream));
         }
