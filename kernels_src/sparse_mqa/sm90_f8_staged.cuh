@@ -67,7 +67,7 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
             const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
             const unsigned dst = raw + (unsigned)slot_iss * kRowB;
             mj90::cp_async_16_addr(dst + lane * 16, src + lane * 16, ok);                  // codes
-            if (lane < 9) mj90::cp_async_16_addr(dst + 512 + lane * 16, src + 512 + lane * 16, ok);  // scales, k_pe
+            if (lane < 9) mj90::cp_async_16_addr(dst + mj_fp8::kScaleOff + lane * 16, src + mj_fp8::kScaleOff + lane * 16, ok);  // scales, k_pe
         }
         mj90::cp_async_commit();  // one group a row (empty past the last row, so the wait count below holds)
         ++q_iss;
