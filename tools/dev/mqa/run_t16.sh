@@ -7,12 +7,9 @@
 # Prebuilt: CFG_FILE=configs_t16.h BUILD=build_t16 bash build.sh;
 # carry ["tools/dev/mqa/build_t16", ".devdeps"].
 #   run: OUT=$OUT bash tools/dev/mqa/run_t16.sh      (about 3 minutes)
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 bash tools/dev/mqa/lib_build.sh $OUT/logs &
 bpid=$!
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
 H=tools/dev/mqa/build_t16/harness
 export MLAJIT_CACHE_DIR=/tmp/mlajit-t16-cache
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

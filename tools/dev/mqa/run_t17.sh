@@ -5,10 +5,7 @@
 # Prebuilt: CFG_FILE=configs_t17.h BUILD=build_t17 bash build.sh; nvcc -O3 -arch=sm_90a -std=c++17
 #   -o tools/dev/l2gather/build/l2gather tools/dev/l2gather/l2gather.cu;
 # carry ["tools/dev/mqa/build_t17", "tools/dev/l2gather/build"].   run: OUT=$OUT bash tools/dev/mqa/run_t17.sh (~2 min)
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 H=tools/dev/mqa/build_t17/harness
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 timeout 60 $H --no-bench --configs h16sm90t,h64sm90 --log $OUT/logs/check.log > /dev/null 2>&1; echo "check rc $? $(el)"

@@ -5,12 +5,9 @@
 # sparse shapes, mlajit-bench at 16 / 128 heads.
 # Prebuilt: CFG_FILE=configs_t18.h BUILD=build_t18 bash build.sh (and build_t17 from configs_t17.h, the code before);
 # carry ["tools/dev/mqa/build_t18", "tools/dev/mqa/build_t17", ".devdeps"].   run: OUT=$OUT bash tools/dev/mqa/run_t18.sh
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 bash tools/dev/mqa/lib_build.sh $OUT/logs &
 bpid=$!
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
 N=tools/dev/mqa/build_t18/harness; O=tools/dev/mqa/build_t17/harness
 export MLAJIT_CACHE_DIR=/tmp/mlajit-t18-cache
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

@@ -10,10 +10,7 @@
 #   two lines X(h16sm90t, 16, 64, 2, -1, -1, -1, 0, 0) and X(h64sm90, 64, 64, 2, -1, -1, -1, 0, 0) (each X at a line's
 #   start), CFG_FILE=that BUILD=b bash build.sh, cp b/harness <repo>/tools/dev/mqa/build_t19/harness_head.
 # carry ["tools/dev/mqa/build_t19"].   run (timeout_s 360): OUT=$OUT bash tools/dev/mqa/run_t19.sh   (BUDGET=seconds: ~345)
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 BUDGET=${BUDGET:-345}  # seconds this script may take (later steps are skipped past it)
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 N=tools/dev/mqa/build_t19/harness; O=tools/dev/mqa/build_t19/harness_head

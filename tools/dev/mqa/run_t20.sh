@@ -6,12 +6,9 @@
 # TP8 shape) and the op at 16 heads.
 # Prebuilt: CFG_FILE=configs_t20.h BUILD=build_t20 bash build.sh; nvcc ... -o tools/dev/cvtbench/build/cvtbench (see its header)
 # carry ["tools/dev/mqa/build_t20", "tools/dev/cvtbench/build", ".devdeps"].   run: OUT=$OUT bash tools/dev/mqa/run_t20.sh
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 bash tools/dev/mqa/lib_build.sh $OUT/logs &
 bpid=$!
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
 N=tools/dev/mqa/build_t20/harness
 export MLAJIT_CACHE_DIR=/tmp/mlajit-t20-cache
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

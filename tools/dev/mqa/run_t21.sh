@@ -3,12 +3,9 @@
 # 104 / 152) at 16 heads against the bf16 kernel and the portable FP8 tile; checks, sanitizers; the library with it as the
 # runtime's FP8 pick at <= 16 heads (the one call keeps gathering): sparse / FP8 GPU tests, racecheck, mlajit-bench --ops mqa.
 # Prebuilt: CFG_FILE=configs_t21.h BUILD=build_t21 bash build.sh; carry ["tools/dev/mqa/build_t21", ".devdeps"].
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 bash tools/dev/mqa/lib_build.sh $OUT/logs &
 bpid=$!
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
 N=tools/dev/mqa/build_t21/harness
 export MLAJIT_CACHE_DIR=/tmp/mlajit-t21-cache
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

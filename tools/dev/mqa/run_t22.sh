@@ -5,10 +5,7 @@
 # HEAD's sources), checks on every case first; memcheck / synccheck of the raw-ring forms.
 # Prebuilt: CFG_FILE=configs_t22.h BUILD=build_t22 bash build.sh; build_t22/harness_head from HEAD (see run_t19.sh's header,
 # with the line X(h64sm90f8, 64, 64, 2, -1, -1, -1, 0, 1)). carry ["tools/dev/mqa/build_t22"]; timeout_s 330.
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 BUDGET=${BUDGET:-315}
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 N=tools/dev/mqa/build_t22/harness; O=tools/dev/mqa/build_t22/harness_head

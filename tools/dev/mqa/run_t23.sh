@@ -5,11 +5,8 @@
 # and without the workspace at 16-128 heads, the FP8 one call against the engine's way; the harness (configs_t23.h): the
 # keys-as-M kernel on both caches with and without the pre-pass, checks, racecheck of the FP8 kernel.
 # Prebuilt: CFG_FILE=configs_t23.h BUILD=build_t23 bash build.sh. carry ["tools/dev/mqa/build_t23", ".devdeps"]; timeout 480.
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 bash tools/dev/mqa/lib_build.sh $OUT/logs & bpid=$!
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
 N=tools/dev/mqa/build_t23/harness
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
 timeout 90 $N --no-bench --log $OUT/logs/check.log > /dev/null 2>&1; echo "check rc $? $(el)"

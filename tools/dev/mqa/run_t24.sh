@@ -5,11 +5,8 @@
 # sizes on the paged cache too, after session 26's closing call loaded a kernel after warm-up): a 60 s soak whose
 # "kernel modules loaded after warm-up" must be 0, and its coverage count (17 in session 26) should now hold every kernel.
 # Prebuilt: CFG_FILE=configs_t24.h BUILD=build_t24 bash build.sh. carry ["tools/dev/mqa/build_t24", ".devdeps"]; timeout 420.
-cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/mqa_out}; mkdir -p $OUT/logs
+source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 bash tools/dev/mqa/lib_build.sh $OUT/logs mlajit_gpu_tests & bpid=$!
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - t0 )) s)"; }
 H=tools/dev/mqa/build_t24/harness
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
 timeout 60 $H --no-bench --configs h16sm90t_pre,h16sm90t8_pre,h16sm90t8s0_pre --log $OUT/logs/check.log > /dev/null 2>&1
