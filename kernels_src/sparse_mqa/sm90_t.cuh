@@ -339,9 +339,16 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         mj90::mbar_arrive(&empty[slot]);
     }
 
+    if constexpr (MJ_MQA90T_EPI_TRY == 3) {
+        if (wg == 1 && (ntiles & 1)) {
+            mj90::named_bar_sync_unaligned(1 + wg, 128);
+            mj90::named_bar_sync_unaligned(1 + wg, 128);
+        }
+    }
+
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
     float sc[kCols], Lt[kCols], mt[kCols];
-    mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
+    mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, MJ_MQA90T_EPI_TRY == 2 ? 4 : kBarEnd, sc, Lt, mt);
     // Each warpgroup's scaled O^T into the ring as fp32 [kH][kWRow] (padded rows: the column-wise stores of the
     // fragments hit distinct banks), then both added by all 256 threads with 16-byte output stores.
     float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
@@ -353,5 +360,6 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             w[c * kWRow + r] = ot[jb][acc0(j)] * sc[j];
             w[c * kWRow + r + 8] = ot[jb][acc1(j)] * sc[j];
         }
-    mj_mqa90t_common::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
+    mj_mqa90t_common::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2,
+                                           MJ_MQA90T_EPI_TRY == 2 ? 5 : kBarEnd);
 }

@@ -5,6 +5,14 @@
 #pragma once
 #include "mlajit_device.cuh"
 
+#ifndef MJ_MQA90T_EPI_TRY  // racecheck experiment (development switch, bf16 body): 1 = each warp reconverged (__syncwarp)
+                           // before the epilogue's two barriers; 2 = the two barriers on ids of their own (4, 5: no id
+                           // reused after the loop); 3 = the warpgroup with one tile fewer (odd tile counts) runs its loop barrier as often as
+                           // the other (racecheck may order threads by how many barriers each has passed). The shipped
+                           // form (0) is reported by racecheck (docs/RELIABILITY.md).
+#define MJ_MQA90T_EPI_TRY 0
+#endif
+
 namespace mj_mqa90t_common {
 
 // Head (accumulator column) of a thread's column j: 8 (j / 2) + 2 q4 + j % 2; its two rows' accumulator indices.
@@ -31,6 +39,7 @@ MJ_DEVICE void merge_softmax(const float (&l)[H / 4], const float (&m)[H / 4], f
             if (wl == 0) e_m[wg * H + col_of(j, q4)] = m[j];
         }
     }
+    if constexpr (MJ_MQA90T_EPI_TRY == 1) __syncwarp();
     mj90::named_bar_sync_unaligned(bar, 256);
 #pragma unroll
     for (int j = 0; j < H / 4; ++j) {
@@ -66,6 +75,7 @@ MJ_DEVICE void store_out(const SparseMqaFwdParams& p, const float* w0, const flo
     }
     // compute-sanitizer racecheck reports the staging stores against the loads below as hazards, also when both barriers
     // were __syncthreads (session 20, docs/RELIABILITY.md); the barrier orders them.
+    if constexpr (MJ_MQA90T_EPI_TRY == 1) __syncwarp();
     mj90::named_bar_sync_unaligned(bar, 256);
     const float* w1 = w0 + H * WROW;
     unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;

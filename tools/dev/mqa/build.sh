@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 ROOT=../../..
 BUILD=${BUILD:-build}
 ARCH=${ARCH:--gencode=arch=compute_90a,code=sm_90a}
-NVCC="nvcc -std=c++17 -O2 --use_fast_math $ARCH -I $ROOT/kernels_src"
+NVCC="nvcc -std=c++17 -O2 --use_fast_math -lineinfo $ARCH -I $ROOT/kernels_src"  # -lineinfo: sanitizer reports name lines
 CFG_FILE=${CFG_FILE:-configs.h}  # another list of configs (same format), e.g. configs_fp8.h for a short build
 mkdir -p $BUILD
 objs=()
@@ -21,6 +21,7 @@ while read -r tag h n s k m pp skip fp8; do
   src=kernel_cfg.cu
   case $tag in *sm90t*) src=kernel_cfg90t.cu; defs="-DCFG_TAG=$tag -DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DMJ_MQA90T_DEV_SKIP=$skip -DCFG_FP8=$fp8"  # keys as M (16 / 32 heads)
                 case $tag in *sm90tpin*) defs="$defs -DMJ_MQA90T_PIN=1";; esac
+                case $tag in *sm90te1*) defs="$defs -DMJ_MQA90T_EPI_TRY=1";; *sm90te2*) defs="$defs -DMJ_MQA90T_EPI_TRY=2";; *sm90te3*) defs="$defs -DMJ_MQA90T_EPI_TRY=3";; esac  # racecheck tries
                 case $tag in *sm90t8f*) defs="$defs -DMJ_MQA90T8_FOLD=1";; esac  # FP8: the scale-folding body (sm90_t_fp8.cuh)
                 case $tag in *sm90t8u*) defs="$defs -DMJ_FP8_UNPACK=1";; esac  # FP8 producer: the integer unpack (fp8.cuh)
                 case $tag in *sm90t8s8*) defs="$defs -DMJ_MQA90T8_STAGE=8";; *sm90t8s16*) defs="$defs -DMJ_MQA90T8_STAGE=16";;  # FP8: raw-ring producer
