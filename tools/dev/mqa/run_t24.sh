@@ -1,11 +1,12 @@
 #!/bin/bash
-# Session 27: cut to the harness (device time short): the soak moved to the closing call, ncu on the FP8 kernel only.
-# Next session's first call (prepared in session 26, not yet run): (1) what limits the FP8 keys-as-M kernel with the pre-pass
-# (configs_t24.h: whole, producer alone, unconverted, without wgmma, the register producer, bf16; checks first; Nsight Compute
-# on the FP8 and bf16 kernels); (2) the soak's coverage fix (tests/gpu/test_soak_gpu.cpp: the coverage calls run their three
-# sizes on the paged cache too, after session 26's closing call loaded a kernel after warm-up): a 60 s soak whose
-# "kernel modules loaded after warm-up" must be 0, and its coverage count (17 in session 26) should now hold every kernel.
-# (3) racecheck tries on the bf16 keys-as-M kernel's epilogue (session 27; configs z5, e1, e2).
+# Prepared in sessions 26-27, not yet run (no device started in session 27). Two phases (argument; default both):
+#   checks: harness checks of the bf16 and FP8 keys-as-M kernels with the pre-pass's list (also covers set_key reading
+#           rq.kept), then racecheck side by side on the bf16 kernel's epilogue family (docs/RELIABILITY.md section 4):
+#           shipped, no tiles (z5), reconverged warps (e1), own barrier ids (e2), equal barrier counts (e3);
+#   bench:  16 heads, 8k paged: the FP8 forms with the pre-pass (whole, producer alone, unconverted, without wgmma, the
+#           register producer) against bf16 and e3, then Nsight Compute on the FP8 kernel (NCU=0 skips it); the archive.
+# The soak's coverage fix is checked by the closing call (tools/device/closing_call.sh), which can run beside `checks`:
+#   (bash tools/dev/mqa/run_t24.sh checks > $OUT/t24_checks.txt 2>&1) & OUT=$OUT/closing bash tools/device/closing_call.sh
 # Prebuilt: CFG_FILE=configs_t24.h BUILD=build_t24 bash build.sh. carry ["tools/dev/mqa/build_t24", ".devdeps"]; timeout 420.
 source "$(dirname "$0")/run_common.sh"  # repository root, $OUT/logs, t0, el
 H=tools/dev/mqa/build_t24/harness
