@@ -5,11 +5,11 @@
 #pragma once
 #include "mlajit_device.cuh"
 
-#ifndef MJ_MQA90T_EPI_TRY  // racecheck experiment (development switch, bf16 body): 1 = each warp reconverged (__syncwarp)
-                           // before the epilogue's two barriers; 2 = the two barriers on ids of their own (4, 5: no id
-                           // reused after the loop); 3 = the warpgroup with one tile fewer (odd tile counts) runs its loop barrier as often as
-                           // the other (racecheck may order threads by how many barriers each has passed). The shipped
-                           // form (0) is reported by racecheck (docs/RELIABILITY.md).
+#ifndef MJ_MQA90T_EPI_TRY  // racecheck experiment (development switch; the epilogue of sm90_t.cuh, either cache): 1 = each
+                           // warp reconverged (__syncwarp) before the epilogue's two barriers; 2 = those barriers on ids of
+                           // their own (4, 5: no id reused after the loop); 3 = the warpgroup with one tile fewer (odd tile
+                           // counts) passes its loop barrier as often as the other (racecheck may order threads by how many
+                           // barriers each has passed). The shipped form (0) is reported (docs/RELIABILITY.md section 4).
 #define MJ_MQA90T_EPI_TRY 0
 #endif
 

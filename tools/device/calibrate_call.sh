@@ -12,9 +12,7 @@ finish() { tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null; }
 trap finish EXIT
 t0=$(date +%s); since() { echo "$(( $(date +%s) - t0 ))s"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
-prefix=(); [ -d .devdeps/include ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps")
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLAJIT_WERROR=OFF "${prefix[@]}" >"$logs/configure.log" 2>&1
-cmake --build build-gpu -j "$(nproc)" --target mlajit-warmup mlajit-bench >"$logs/build.log" 2>&1 ||
+JOBS=$(nproc) bash tools/dev/mqa/lib_build.sh "$logs" mlajit-warmup mlajit-bench ||
   { grep -E "error|FAILED" -A6 "$logs/build.log" | head -40; echo "SUMMARY: build failed"; exit 1; }
 echo "built $(since)"
 export MLAJIT_CACHE_DIR=/tmp/cal-cache

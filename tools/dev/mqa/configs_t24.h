@@ -1,9 +1,9 @@
 // Next session (issue 16, prepared in session 26, not yet run): what limits the FP8 keys-as-M kernel once the pre-pass has
 // taken the set build away: the shipped raw ring with the list (t8), its producer alone (g4), its codes stored unconverted
 // (raw: DEV_SKIP 2), without wgmma (k1: DEV_SKIP 1), session 25's register producer (s0: MJ_MQA90T8_STAGE=0), and the bf16
-// kernel, all with the pre-pass (_pre). Racecheck tries on the bf16 kernel's epilogue: no tiles (z5), warps reconverged before its barriers (e1),
-// its barriers on ids of their own (e2), both warpgroups passing
-// as many barriers (e3). Format: configs.h.
+// kernel, all with the pre-pass (_pre). Racecheck tries on the bf16 kernel's epilogue (MJ_MQA90T_EPI_TRY): no tiles (z5),
+// warps reconverged before its barriers (e1), its barriers on ids of their own (e2), both warpgroups passing as many
+// barriers (e3). Format: configs.h.
 #define MQA_CONFIGS(X)                                  \
     X(h16sm90t_pre, 16, 64, 2, -1, -1, -1, 0, 0)        \
     X(h16sm90t8_pre, 16, 64, 2, -1, -1, -1, 0, 1)       \
