@@ -4,7 +4,8 @@
 #           rq.kept), then racecheck side by side on the bf16 kernel's epilogue family (docs/RELIABILITY.md section 4):
 #           shipped, no tiles (z5), reconverged warps (e1), own barrier ids (e2), equal barrier counts (e3);
 #   bench:  16 heads, 8k paged: the FP8 forms with the pre-pass (whole, producer alone, unconverted, without wgmma, the
-#           register producer) against bf16 and e3, then Nsight Compute on the FP8 kernel (NCU=0 skips it); the archive.
+#           register producer) against bf16 and e3; 128 heads: the 64-head kernel's schedules 1 and 2 with the list (whole,
+#           math alone, gather alone; session 28), then Nsight Compute on the FP8 kernel (NCU=0 skips it); the archive.
 # The soak's coverage fix is checked by the closing call (tools/device/closing_call.sh), which can run beside `checks`:
 #   (bash tools/dev/mqa/run_t24.sh checks > $OUT/t24_checks.txt 2>&1) & OUT=$OUT/closing bash tools/device/closing_call.sh
 # Prebuilt: CFG_FILE=configs_t24.h BUILD=build_t24 bash build.sh. carry ["tools/dev/mqa/build_t24", ".devdeps"]; timeout 420.
@@ -13,7 +14,7 @@ H=tools/dev/mqa/build_t24/harness
 phase=${1:-all}  # checks (checks, racecheck), bench (timing, Nsight Compute, the archive) or all
 if [ $phase != bench ]; then
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
-timeout 60 $H --no-bench --configs h16sm90t_pre,h16sm90t8_pre,h16sm90t8s0_pre,h16sm90te3_pre --log $OUT/logs/check.log > /dev/null 2>&1
+timeout 100 $H --no-bench --configs h16sm90t_pre,h16sm90t8_pre,h16sm90t8s0_pre,h16sm90te3_pre,h64sm90_pre,h64sm90w2_pre,h64sm90w2e_pre --log $OUT/logs/check.log > /dev/null 2>&1
 echo "check rc $? $(el)"; grep -E "checks" $OUT/logs/check.log; grep -E "FAIL" $OUT/logs/check.log | cut -c1-160 | sort | uniq -c | head
 # racecheck on the bf16 kernel's epilogue family (docs/RELIABILITY.md row 139): shipped, no tiles, reconverged, own barrier ids
 for c in h16sm90t_pre h16sm90tz5_pre h16sm90te1_pre h16sm90te2_pre h16sm90te3_pre; do
@@ -23,9 +24,13 @@ for c in h16sm90t_pre h16sm90tz5_pre h16sm90te1_pre h16sm90te2_pre h16sm90te3_pr
 done
 fi
 [ $phase = checks ] && exit 0
+[ -f $OUT/logs/gpu.txt ] || nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader > $OUT/logs/gpu.txt
 timeout 80 $H --no-check --paged --bench-s 8192 --bench-heads 16 \
   --bench-configs h16sm90t_pre,h16sm90te3_pre,h16sm90t8_pre,h16sm90t8g4_pre,h16sm90t8raw_pre,h16sm90t8k1_pre,h16sm90t8s0_pre --reps 5 \
   --log $OUT/logs/b16.log > /dev/null 2>&1; echo "b16 rc $? $(el)"
+timeout 90 $H --no-check --paged --bench-s 8192 --bench-heads 128 \
+  --bench-configs h64sm90_pre,h64sm90w2_pre,h64sm90w2e_pre,h64sm90mo_pre,h64sm90go_pre,h64sm90w2mo_pre,h64sm90w2go_pre --reps 5 \
+  --log $OUT/logs/b128.log > /dev/null 2>&1; echo "b128 rc $? $(el)"
 [ "${NCU:-1}" = 1 ] && for c in h16sm90t8_pre; do bash tools/dev/mqa/ncu_profile.sh $H $c 16 $OUT/logs/ncu_$c.txt 90; echo "$(el)"; done
-echo "== harness summary $(cat $OUT/logs/gpu.txt)"; sed -n '/^config/,$p' $OUT/logs/b16.log
+echo "== harness summary $(cat $OUT/logs/gpu.txt)"; sed -n '/^config/,$p' $OUT/logs/b16.log; sed -n '/^config/,$p' $OUT/logs/b128.log
 tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs
