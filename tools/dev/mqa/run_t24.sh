@@ -5,7 +5,8 @@
 #           shipped, no tiles (z5), reconverged warps (e1), own barrier ids (e2), equal barrier counts (e3);
 #   bench:  16 heads, 8k paged: the FP8 forms with the pre-pass (whole, producer alone, unconverted, without wgmma, the
 #           register producer) against bf16 and e3; 128 heads: the 64-head kernel's schedules 1 and 2 with the list (whole,
-#           math alone, gather alone; session 28), then Nsight Compute on the FP8 kernel (NCU=0 skips it); the archive.
+#           math alone, gather alone; session 28), then Nsight Compute on the FP8 kernel and
+#           the 64-head kernel at 128 heads (NCU=0 skips it); the archive.
 # The soak's coverage fix is checked by the closing call (tools/device/closing_call.sh), which can run beside `checks`:
 #   (bash tools/dev/mqa/run_t24.sh checks > $OUT/t24_checks.txt 2>&1) & OUT=$OUT/closing bash tools/device/closing_call.sh
 # Prebuilt: CFG_FILE=configs_t24.h BUILD=build_t24 bash build.sh. carry ["tools/dev/mqa/build_t24", ".devdeps"]; timeout 420.
@@ -31,6 +32,8 @@ timeout 80 $H --no-check --paged --bench-s 8192 --bench-heads 16 \
 timeout 90 $H --no-check --paged --bench-s 8192 --bench-heads 128 \
   --bench-configs h64sm90_pre,h64sm90w2_pre,h64sm90w2e_pre,h64sm90mo_pre,h64sm90go_pre,h64sm90w2mo_pre,h64sm90w2go_pre --reps 5 \
   --log $OUT/logs/b128.log > /dev/null 2>&1; echo "b128 rc $? $(el)"
-[ "${NCU:-1}" = 1 ] && for c in h16sm90t8_pre; do bash tools/dev/mqa/ncu_profile.sh $H $c 16 $OUT/logs/ncu_$c.txt 90; echo "$(el)"; done
+if [ "${NCU:-1}" = 1 ]; then  # the FP8 16-head kernel, and the 64-head kernel at 128 heads (L2 hit rate, stalls; session 28)
+  for ch in h16sm90t8_pre:16 h64sm90_pre:128; do c=${ch%:*}; bash tools/dev/mqa/ncu_profile.sh $H $c ${ch#*:} $OUT/logs/ncu_$c.txt 90; echo "$(el)"; done
+fi
 echo "== harness summary $(cat $OUT/logs/gpu.txt)"; sed -n '/^config/,$p' $OUT/logs/b16.log; sed -n '/^config/,$p' $OUT/logs/b128.log
 tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs
