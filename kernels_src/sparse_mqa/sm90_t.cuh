@@ -67,6 +67,10 @@
                           // 0 = the register producer (sparse_mqa/sm90_f8_producer.cuh, 8 warps: session 25's form)
 #define MJ_MQA90T8_STAGE 16
 #endif
+#ifndef MJ_MQA90T_PERSIST  // 1: a persistent grid (bf16 cache, 16 heads, with the key-set pre-pass's list; development switch,
+                           // not measured yet): sparse_mqa/sm90_t_persist.cuh
+#define MJ_MQA90T_PERSIST 0
+#endif
 #include "sparse_mqa/sm90_t_fp8.cuh"      // the FP8 cache's scale-folding body (MJ_MQA90T8_FOLD)
 #include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 cache's register producer (MJ_MQA90T8_STAGE=0)
 #include "sparse_mqa/sm90_f8_staged.cuh"    // the FP8 cache's raw-ring producer (the default)
@@ -103,23 +107,28 @@ constexpr int kTileBytes = 9 * kBlk;
 constexpr int kQBlk = kH * 128;   // one 64-column block of Q
 constexpr int kAcc = kH / 2;      // accumulator floats a thread of an m64nH tile
 constexpr int kCols = kH / 4;     // accumulator columns (heads) a thread holds: 8 i + 2 q4 + e
-// Shared memory layout (bytes).
+constexpr bool kPersist = MJ_MQA90T_PERSIST != 0;
+static_assert(!kPersist || (kH == 16 && MJ_KV_FP8 == 0 && (MJ_MQA90T_DEV_SKIP == 0 || MJ_MQA90T_DEV_SKIP == 4) && !MJ_MQA90T_BULK),
+              "sparse MQA sm90t, persistent grid: bf16 cache, BLOCK_H 16, DEV_SKIP 0 or 4");
+constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
+// Shared memory layout (bytes). The persistent grid: Q in two buffers (the next token's loads while this one runs), and the
+// epilogue's O staged outside the ring ([kH][kWRow] fp32), which by then holds the next token's first tiles.
 constexpr int kOffQ = 0;
-constexpr int kOffK = 9 * kQBlk;
-constexpr int kOffX = kOffK + kS * kTileBytes;      // fp32 [2 warpgroups][2 parities][4 warps][kH]: tile maxima
+constexpr int kOffK = (kPersist ? 2 : 1) * 9 * kQBlk;
+constexpr int kOffW = kOffK + kS * kTileBytes;
+constexpr int kOffX = kOffW + (kPersist ? kH * kWRow * 4 : 0);  // fp32 [2 warpgroups][2 parities][4 warps][kH]: tile maxima
 constexpr int kOffE = kOffX + 16 * kH * 4;           // fp32 [2][4][kH] row sums, then [2][kH] maxima (epilogue)
 constexpr int kOffBar = kOffE + 10 * kH * 4;         // mbarriers full[kS], empty[kS]
 constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
 constexpr int kOffRaw = kOffSet + mj_idx::kSetBytes;  // MJ_MQA90T8_STAGE: the producer warps' raw rings
 constexpr int kRawBytes = kF8Stage ? mj_f8stage::raw_bytes(kProducerWarps) : 0;
 constexpr int kSmem = kOffRaw + kRawBytes;
-static_assert(kSmem - kRawBytes == mj_mqa90t_smem_bytes(kH, kN, kS) && (!kF8Stage || kRawBytes == mj_mqa90t8_raw_bytes()),
+static_assert(kPersist || (kSmem - kRawBytes == mj_mqa90t_smem_bytes(kH, kN, kS) && (!kF8Stage || kRawBytes == mj_mqa90t8_raw_bytes())),
               "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
 static_assert(kOffRaw % 16 == 0, "raw rows are cp.async targets");
 static_assert(kSmem <= 232448 || MJ_MQA90T8_FOLD, "sparse MQA sm90t: over the per-block shared memory of sm_90");
 static_assert(kOffK % 1024 == 0 && kOffBar % 8 == 0, "swizzled tiles need 1 KiB alignment, mbarriers 8 bytes");
 static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the index set's hash scratch");
-constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
 static_assert(kS * kTileBytes >= 2 * kH * kWRow * 4, "the ring holds both warpgroups' O at the end");
 constexpr int kBarEnd = 3;  // named barriers: 1 + g (warpgroup g's 128 threads), kBarEnd (the 256 math threads)
 // Registers after setmaxnreg: a lean cp.async producer (bf16). The math warps' increase must be covered by what the producer
@@ -147,6 +156,118 @@ MJ_DEVICE void mma(float (&d)[kAcc], unsigned long long a, unsigned long long b)
     else mj90::wgmma_m64n32k16_ss_t<TA, 0>(d, a, b);
 }
 
+// Producer warp pw's rows of a bf16 tile, kN / 4 of them from row kN / 4 pw on: lane i's `mine` is row i's latent row (nullptr
+// past the key set: zeros), each row copied by the whole warp, 512 contiguous bytes an instruction.
+MJ_DEVICE void gather_rows(const SparseMqaFwdParams& p, unsigned char* tile, const unsigned char* mine, int pw, int lane) {
+    constexpr int kR = kN / 4;
+#pragma unroll 4
+    for (int i = 0; i < kR; ++i) {
+        const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
+        const int r = pw * kR + i;
+        const bool ok = rowp != nullptr;
+        const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
+        if constexpr (MJ_MQA90T_DEV_SKIP == 3) continue;
+        mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
+        mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
+        if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
+    }
+}
+
+// One 64-key tile of math warpgroup wg: tile t of a set of nvalid keys (rows past the set: -inf) in `slot` (full barrier phase
+// `phase`), the warpgroup's it-th tile (the parity of its maxima exchange); Q at shared address sq. S^T, the tile's maxima, the
+// online softmax with P^T stored into the slot's rope block, O^T += V^T P^T; then the slot is released.
+MJ_DEVICE void tile_step(unsigned char* smem, int slot, unsigned phase, int t, int nvalid, int it, unsigned long long* full, unsigned long long* empty,
+                         unsigned sq, float* xmax, float (&ot)[8][kAcc], float (&m)[kCols], float (&l)[kCols], int wg, int wl, int row0,
+                         int q4, int lane, float sl2) {
+    const unsigned slot_a = mj90::smem_u32(smem + kOffK) + slot * kTileBytes;
+    unsigned char* pt = smem + kOffK + slot * kTileBytes + 8 * kBlk;  // P^T [kH][64 keys] in the slot's rope block
+    mj90::mbar_wait(&full[slot], phase);
+    if constexpr (MJ_MQA90T_DEV_SKIP == 4) {  // the producer's gather alone: tiles released as they land
+        mj90::mbar_arrive(&empty[slot]);
+        return;
+    }
+    mj90::fence_proxy_async();
+    // S^T [64 keys x kH] = K Q^T: 36 k-steps of 16 columns.
+    float s[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) s[i] = 0.f;
+    mj90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 36; ++kk) {
+        const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32, qoff = (kk >> 2) * kQBlk + (kk & 3) * 32;
+        mma<0>(s, mj90::smem_desc_addr(slot_a + koff, 128, 1024, 16), mj90::smem_desc_addr(sq + qoff, 128, 1024, 16));
+    }
+    mj90::wgmma_commit();
+    mj90::wgmma_wait<0>();
+    // Keys past the set: -inf. The tile's maximum per head: the thread's two rows, the warp's 8 row groups, the 4 warps.
+    const int lim = min(nvalid - t * kN, kN);
+    const bool v0 = row0 < lim, v1 = row0 + 8 < lim;
+    float* xb = xmax + (it & 1) * 4 * kH;
+    float tm[kCols];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+        s[acc0(j)] = v0 ? s[acc0(j)] : MJ_NEG_INF;
+        s[acc1(j)] = v1 ? s[acc1(j)] : MJ_NEG_INF;
+        float x = fmaxf(s[acc0(j)], s[acc1(j)]);
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+        if (lane < 4) xb[wl * kH + col_of(j, q4)] = x;
+    }
+    mj90::named_bar_sync_unaligned(1 + wg, 128);
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+        const int c = col_of(j, q4);
+        tm[j] = fmaxf(fmaxf(xb[c], xb[kH + c]), fmaxf(xb[2 * kH + c], xb[3 * kH + c]));
+    }
+    float al[kCols];
+#pragma unroll
+    for (int j = 0; j < kCols; j += 2) {
+        float ms0, ms1;
+        mj_online_max2(m[j], m[j + 1], tm[j], tm[j + 1], sl2, ms0, ms1, al[j], al[j + 1]);
+        // P = exp2(s sl2 - ms): row sums, and P^T stored bf16 at [head][key] (128-byte rows, swizzled chunks)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int jj = j + e, c = col_of(jj, q4);
+            const float ms = e ? ms1 : ms0;
+            const float p0 = mj_exp2(fmaf(s[acc0(jj)], sl2, -ms)), p1 = mj_exp2(fmaf(s[acc1(jj)], sl2, -ms));
+            l[jj] = l[jj] * al[jj] + (p0 + p1);
+            const mj_u32 pk = mj_pack_bf16x2(p0, p1);
+            const int r1 = row0 + 8;
+            *(unsigned short*)(pt + c * 128 + (((row0 >> 3) ^ (c & 7)) << 4) + (row0 & 7) * 2) = (unsigned short)(pk & 0xffffu);
+            *(unsigned short*)(pt + c * 128 + (((r1 >> 3) ^ (c & 7)) << 4) + (r1 & 7) * 2) = (unsigned short)(pk >> 16);
+        }
+    }
+#pragma unroll
+    for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+            ot[jb][acc0(j)] *= al[j];
+            ot[jb][acc1(j)] *= al[j];
+        }
+    mj90::fence_proxy_async();  // P^T (ordinary stores) is read by wgmma
+    mj90::named_bar_sync_unaligned(1 + wg, 128);
+    if constexpr (MJ_MQA90T_PIN) {  // the rescaled O^T registers written before the fence below
+#pragma unroll
+        for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) mj90::reg_fence(ot[jb][i]);
+    }
+    // O^T [512 x kH] += V^T P^T: 8 blocks of 64 latent columns x 4 k-steps of 16 keys.
+    mj90::wgmma_fence();
+#pragma unroll
+    for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            mma<1>(ot[jb], mj90::smem_desc_addr(slot_a + jb * kBlk + kk * 2048, 128, 1024, kBlk),
+                   mj90::smem_desc_addr(slot_a + 8 * kBlk + kk * 32, 128, 1024, 16));
+    mj90::wgmma_commit();
+    mj90::wgmma_wait<0>();
+    mj90::mbar_arrive(&empty[slot]);
+}
+
+#include "sparse_mqa/sm90_t_persist.cuh"  // run_persistent (MJ_MQA90T_PERSIST)
+
 }  // namespace mj_mqa90t
 
 extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_sparse_mqa_fwd_sm90t(const SparseMqaFwdParams p) {
@@ -156,6 +277,10 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     }
     using namespace mj_mqa90t;
     extern __shared__ __align__(1024) unsigned char smem[];
+    if constexpr (kPersist) {
+        run_persistent(p, smem);
+        return;
+    }
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int tok = mj_idx::token_of_block(p, (int)blockIdx.x, (int)gridDim.x);
     const int head0 = blockIdx.y * kH;
@@ -207,17 +332,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
                     mj_mqa90t_common::bulk_rows<kR, 1152u>(tile + pw * kR * 1152, mine, lane, &full[slot]);
                     continue;
                 }
-#pragma unroll 4
-                for (int i = 0; i < kR; ++i) {
-                    const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
-                    const int r = pw * kR + i;
-                    const bool ok = rowp != nullptr;
-                    const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
-                    if constexpr (MJ_MQA90T_DEV_SKIP == 3) continue;
-                    mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
-                    mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
-                    if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
-                }
+                gather_rows(p, tile, mine, pw, lane);
                 mj90::cp_async_mbar_arrive_noinc(&full[slot]);
             }
             mj90::cp_async_wait<0>();
@@ -250,94 +365,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
 #pragma unroll
     for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
 
-    for (int t = wg, it = 0; t < ntiles; t += 2, ++it) {
-        const int slot = t % kS;
-        const unsigned slot_a = mj90::smem_u32(smem + kOffK) + slot * kTileBytes;
-        unsigned char* pt = smem + kOffK + slot * kTileBytes + 8 * kBlk;  // P^T [kH][64 keys] in the slot's rope block
-        mj90::mbar_wait(&full[slot], (unsigned)((t / kS) & 1));
-        if constexpr (MJ_MQA90T_DEV_SKIP == 4) {  // the producer's gather alone: tiles released as they land
-            mj90::mbar_arrive(&empty[slot]);
-            continue;
-        }
-        mj90::fence_proxy_async();
-        // S^T [64 keys x kH] = K Q^T: 36 k-steps of 16 columns.
-        float s[kAcc];
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) s[i] = 0.f;
-        mj90::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 36; ++kk) {
-            const unsigned koff = (kk >> 2) * kBlk + (kk & 3) * 32, qoff = (kk >> 2) * kQBlk + (kk & 3) * 32;
-            mma<0>(s, mj90::smem_desc_addr(slot_a + koff, 128, 1024, 16), mj90::smem_desc_addr(sq + qoff, 128, 1024, 16));
-        }
-        mj90::wgmma_commit();
-        mj90::wgmma_wait<0>();
-        // Keys past the set: -inf. The tile's maximum per head: the thread's two rows, the warp's 8 row groups, the 4 warps.
-        const int lim = min(nvalid - t * kN, kN);
-        const bool v0 = row0 < lim, v1 = row0 + 8 < lim;
-        float* xb = xmax + (it & 1) * 4 * kH;
-        float tm[kCols];
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            s[acc0(j)] = v0 ? s[acc0(j)] : MJ_NEG_INF;
-            s[acc1(j)] = v1 ? s[acc1(j)] : MJ_NEG_INF;
-            float x = fmaxf(s[acc0(j)], s[acc1(j)]);
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-            if (lane < 4) xb[wl * kH + col_of(j, q4)] = x;
-        }
-        mj90::named_bar_sync_unaligned(1 + wg, 128);
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            const int c = col_of(j, q4);
-            tm[j] = fmaxf(fmaxf(xb[c], xb[kH + c]), fmaxf(xb[2 * kH + c], xb[3 * kH + c]));
-        }
-        float al[kCols];
-#pragma unroll
-        for (int j = 0; j < kCols; j += 2) {
-            float ms0, ms1;
-            mj_online_max2(m[j], m[j + 1], tm[j], tm[j + 1], sl2, ms0, ms1, al[j], al[j + 1]);
-            // P = exp2(s sl2 - ms): row sums, and P^T stored bf16 at [head][key] (128-byte rows, swizzled chunks)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int jj = j + e, c = col_of(jj, q4);
-                const float ms = e ? ms1 : ms0;
-                const float p0 = mj_exp2(fmaf(s[acc0(jj)], sl2, -ms)), p1 = mj_exp2(fmaf(s[acc1(jj)], sl2, -ms));
-                l[jj] = l[jj] * al[jj] + (p0 + p1);
-                const mj_u32 pk = mj_pack_bf16x2(p0, p1);
-                const int r1 = row0 + 8;
-                *(unsigned short*)(pt + c * 128 + (((row0 >> 3) ^ (c & 7)) << 4) + (row0 & 7) * 2) = (unsigned short)(pk & 0xffffu);
-                *(unsigned short*)(pt + c * 128 + (((r1 >> 3) ^ (c & 7)) << 4) + (r1 & 7) * 2) = (unsigned short)(pk >> 16);
-            }
-        }
-#pragma unroll
-        for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-            for (int j = 0; j < kCols; ++j) {
-                ot[jb][acc0(j)] *= al[j];
-                ot[jb][acc1(j)] *= al[j];
-            }
-        mj90::fence_proxy_async();  // P^T (ordinary stores) is read by wgmma
-        mj90::named_bar_sync_unaligned(1 + wg, 128);
-        if constexpr (MJ_MQA90T_PIN) {  // the rescaled O^T registers written before the fence below
-#pragma unroll
-            for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-                for (int i = 0; i < kAcc; ++i) mj90::reg_fence(ot[jb][i]);
-        }
-        // O^T [512 x kH] += V^T P^T: 8 blocks of 64 latent columns x 4 k-steps of 16 keys.
-        mj90::wgmma_fence();
-#pragma unroll
-        for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-                mma<1>(ot[jb], mj90::smem_desc_addr(slot_a + jb * kBlk + kk * 2048, 128, 1024, kBlk),
-                       mj90::smem_desc_addr(slot_a + 8 * kBlk + kk * 32, 128, 1024, 16));
-        mj90::wgmma_commit();
-        mj90::wgmma_wait<0>();
-        mj90::mbar_arrive(&empty[slot]);
-    }
+    for (int t = wg, it = 0; t < ntiles; t += 2, ++it)
+        tile_step(smem, t % kS, (unsigned)((t / kS) & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4,
+                  lane, sl2);
 
     if constexpr (MJ_MQA90T_EPI_TRY == 3) {
         if (wg == 1 && (ntiles & 1)) {

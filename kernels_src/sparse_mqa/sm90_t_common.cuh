@@ -59,7 +59,8 @@ MJ_DEVICE void merge_softmax(const float (&l)[H / 4], const float (&m)[H / 4], f
 
 // After each warpgroup staged its scaled O as fp32 [H][WROW] at w0 (warpgroup 1's at w0 + H * WROW): lse / max_logits
 // (warpgroup 0, warp 0), the barrier, then O = the two parts added, bf16, 16-byte stores (a thread: 8 columns of one head).
-template <int H, int WROW>
+// PARTS 1: w0 already holds the sum (the persistent grid's staging, sparse_mqa/sm90_t_persist.cuh).
+template <int H, int WROW, int PARTS = 2>
 MJ_DEVICE void store_out(const SparseMqaFwdParams& p, const float* w0, const float (&Lt)[H / 4], const float (&mt)[H / 4], int tok,
                          int head0, int tid, int wg, int wl, int lane, float sl2, int bar) {
     const int nh = p.num_heads;
@@ -85,8 +86,9 @@ MJ_DEVICE void store_out(const SparseMqaFwdParams& p, const float* w0, const flo
         mj_u32 v[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-            v[k] = mj_pack_bf16x2(w0[hh * WROW + c8 + 2 * k] + w1[hh * WROW + c8 + 2 * k],
-                                  w0[hh * WROW + c8 + 2 * k + 1] + w1[hh * WROW + c8 + 2 * k + 1]);
+            v[k] = PARTS == 1 ? mj_pack_bf16x2(w0[hh * WROW + c8 + 2 * k], w0[hh * WROW + c8 + 2 * k + 1])
+                              : mj_pack_bf16x2(w0[hh * WROW + c8 + 2 * k] + w1[hh * WROW + c8 + 2 * k],
+                                               w0[hh * WROW + c8 + 2 * k + 1] + w1[hh * WROW + c8 + 2 * k + 1]);
         mj_st_global_v4(otok + ((mj_i64)(head0 + hh) * p.o_stride_head + c8) * 2, v);
     }
 }

@@ -6,7 +6,8 @@
 // barriers (e3). Added in session 28: the 64-head kernel's schedule 2 (tile pairs, w2; w2e hands P of E over early)
 // against schedule 1 with the list (session 19 measured schedule 2 slower without it: its gather with half-slot barriers
 // alone took 8.66 ms against 7.60, while the producer still looked rows up), whole, math alone (mo) and gather alone (go).
-// Format: configs.h.
+// The keys-as-M kernel's persistent grid (per: MJ_MQA90T_PERSIST, session 28), whole and gather alone (g4) against the
+// one-block-a-token form. Format: configs.h.
 #define MQA_CONFIGS(X)                                  \
     X(h16sm90t_pre, 16, 64, 2, -1, -1, -1, 0, 0)        \
     X(h16sm90t8_pre, 16, 64, 2, -1, -1, -1, 0, 1)       \
@@ -18,6 +19,9 @@
     X(h16sm90te1_pre, 16, 64, 2, -1, -1, -1, 0, 0)      \
     X(h16sm90te2_pre, 16, 64, 2, -1, -1, -1, 0, 0)      \
     X(h16sm90te3_pre, 16, 64, 2, -1, -1, -1, 0, 0)      \
+    X(h16sm90tper_pre, 16, 64, 2, -1, -1, -1, 0, 0)     \
+    X(h16sm90tg4_pre, 16, 64, 2, -1, -1, -1, 4, 0)      \
+    X(h16sm90tperg4_pre, 16, 64, 2, -1, -1, -1, 4, 0)   \
     X(h64sm90_pre, 64, 64, 2, -1, -1, -1, 0, 0)         \
     X(h64sm90mo_pre, 64, 64, 2, -1, -1, -1, 3, 0)       \
     X(h64sm90go_pre, 64, 64, 2, -1, -1, -1, 1, 0)       \

@@ -16,7 +16,7 @@ constexpr int MJ_KV_FP8 = CFG_FP8;
 
 #include <cuda_runtime.h>
 
-// Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)), mj_mqa90t_threads, mj_mqa90t_smem_bytes (the FP8 cache's
+// Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)) (MJ_MQA90T_PERSIST: min(tokens, SMs)), mj_mqa90t_threads, mj_mqa90t_smem_bytes (the FP8 cache's
 // scale-folding body, MJ_MQA90T8_FOLD: mj_mqa90t8_smem_bytes).
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
     const int smem = CFG_FP8 && MJ_MQA90T8_FOLD ? mj_mqa90t8_smem_bytes(CFG_H, CFG_N, CFG_S) : mj_mqa90t::kSmem;  // mj_mqa90t_smem_bytes, plus the raw rings of MJ_MQA90T8_STAGE
@@ -27,6 +27,16 @@ extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p
         raised = true;
     }
     dim3 grid(p->s_q, (p->num_heads + CFG_H - 1) / CFG_H);
+    if constexpr (mj_mqa90t::kPersist) {  // the persistent grid: at most one block a SM (p->s_q: the call's tokens, see harness.cu)
+        static int sms = 0;
+        if (sms == 0) {
+            int dev = 0;
+            cudaError_t e = cudaGetDevice(&dev);
+            if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+            if (e != cudaSuccess) return e;
+        }
+        grid.x = grid.x < (unsigned)sms ? grid.x : (unsigned)sms;
+    }
     MQA_CAT(mqa_kernel_, CFG_TAG)<<<grid, mj_mqa90t::kThreads, smem, stream>>>(*p);  // mj_mqa90t_threads(), 384 for the folding body
     return cudaGetLastError();
 }

@@ -1,0 +1,128 @@
+// Sparse MQA prefill, Hopper tier, keys as M (sparse_mqa/sm90_t.cuh): the persistent grid (MJ_MQA90T_PERSIST = 1; development
+// switch, not measured yet). Included by sm90_t.cuh inside namespace mj_mqa90t, after tile_step and gather_rows.
+//
+// Why: with one block a token and one block a SM (the ring takes most of shared memory), every token pays its ramp alone:
+// the block's launch and Q load, then the first tile's whole gather latency before any math, then the epilogue with the
+// gather idle. At 8k and 16 heads that is 62 tokens a SM (H100 session 24: a block without tiles costs ~3.6 us; the first
+// tile's gather ~2 us more). Here a block stays on its SM and takes tokens b, b + grid, b + 2 grid, ... (the launcher's
+// order: later tokens, which have more keys, first); its producer runs on into the next token's tiles while the math
+// warpgroups finish the current one, and the next token's Q loads during the current token's loop.
+//
+// What changes against the one-block-a-token form: the ring's tiles are numbered across tokens (tile g in slot g % 2, so a
+// token may start in either slot; warpgroup w still takes the slot-w tiles); Q has two buffers; the epilogue stages O outside
+// the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its scaled part, warpgroup 0 adds its own in place (the same
+// sum, a + b = b + a, as the two-buffer form), then all 256 threads store. Only with the key-set pre-pass's list (the set is
+// a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
+#pragma once
+
+MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int first = p.cu_seqlens_q ? p.cu_seqlens_q[0] : 0;
+    const int ntok = (p.cu_seqlens_q ? p.cu_seqlens_q[p.batch] : p.s_q) - first;
+    const int head0 = blockIdx.y * kH;
+    unsigned long long* full = (unsigned long long*)(smem + kOffBar);
+    unsigned long long* empty = full + kS;
+    if (tid == 0) {
+        if ((mj90::smem_u32(smem) & 1023u) != 0u || p.kept_rows == nullptr) __trap();  // 1 KiB swizzle alignment; the list
+        for (int s = 0; s < kS; ++s) {
+            mj90::mbar_init(&full[s], 128);   // one cp.async-completion arrival per producer thread
+            mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
+        }
+    }
+    __syncthreads();
+    // Token of the block's k-th item, and its row of the list (its number within the call).
+    auto token = [&](int i) { return first + ntok - 1 - i; };
+
+    if (warp >= 8) {
+        // ---- producer: tile g of the block's sequence of tokens into slot g % kS ----
+        mj90::setmaxnreg_dec<kProducerRegs>();
+        const int pw = warp - 8;
+        constexpr int kR = kN / 4;
+        int g = 0;
+        for (int i = blockIdx.x; i < ntok; i += gridDim.x) {
+            const int slot_row = token(i) - first;
+            const unsigned* kept = p.kept_rows + (mj_i64)slot_row * p.kept_stride;
+            const int nvalid = p.kept_count[slot_row];
+            const int ntiles = (nvalid + kN - 1) / kN;
+            for (int t = 0; t < ntiles; ++t, ++g) {
+                const int slot = g % kS;
+                const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
+                const unsigned char* mine = c < nvalid ? mj_idx::units_row(p, kept[c]) : nullptr;
+                if (g >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((g / kS - 1) & 1));
+                gather_rows(p, smem + kOffK + slot * kTileBytes, mine, pw, lane);
+                mj90::cp_async_mbar_arrive_noinc(&full[slot]);
+            }
+        }
+        mj90::cp_async_wait<0>();
+        return;
+    }
+
+    // ---- math warpgroups ----
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);  // warp-uniform for ptxas (see sm90_t.cuh)
+    mj90::setmaxnreg_inc<kMathRegs>();
+    const int wl = warp & 3;
+    const int row0 = wl * 16 + (lane >> 2);
+    const int q4 = lane & 3;
+    const float sl2 = p.sm_scale_log2;
+    float* xmax = (float*)(smem + kOffX) + wg * 8 * kH;
+    float* wst = (float*)(smem + kOffW);  // the epilogue's O, [kH][kWRow] fp32
+    if ((int)blockIdx.x < ntok) mj_tile90::load_q<kH, 256>(p, token(blockIdx.x), head0, smem + kOffQ, tid);
+    int g = 0, it = 0, k = 0;
+    for (int i = blockIdx.x; i < ntok; i += gridDim.x, ++k) {
+        const int tok = token(i);
+        // The next token's Q into the other buffer: the previous token's S, its last reader, finished before that token's
+        // epilogue barriers, which every math thread has passed.
+        if (i + (int)gridDim.x < ntok) {
+            mj_tile90::load_q<kH, 256>(p, token(i + gridDim.x), head0, smem + kOffQ + ((k + 1) & 1) * 9 * kQBlk, tid);
+            mj90::cp_async_wait<1>();
+        } else {
+            mj90::cp_async_wait<0>();
+        }
+        mj90::fence_proxy_async();  // Q, written by cp.async, is read by wgmma
+        mj90::named_bar_sync_unaligned(kBarEnd, 256);
+        const unsigned sq = mj90::smem_u32(smem + kOffQ) + (k & 1) * 9 * kQBlk;
+        // The set's size, the same in every lane (a loop bound ptxas must see as warp-uniform: see sm90_t.cuh).
+        const int nvalid = __shfl_sync(0xffffffffu, p.kept_count[tok - first], 0);
+        const int ntiles = (nvalid + kN - 1) / kN;
+
+        float ot[8][kAcc];
+#pragma unroll
+        for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+            for (int i2 = 0; i2 < kAcc; ++i2) ot[jb][i2] = 0.f;
+        float m[kCols], l[kCols];
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
+        // This warpgroup's tiles: those of the token that land in slot wg.
+        for (int t = (wg - g) & 1; t < ntiles; t += 2, ++it)
+            tile_step(smem, (g + t) % kS, (unsigned)(((g + t) / kS) & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0,
+                      q4, lane, sl2);
+        g += ntiles;
+
+        // ---- epilogue: the two softmaxes merged; warpgroup 1's scaled O staged, warpgroup 0's added to it; stored ----
+        float sc[kCols], Lt[kCols], mt[kCols];
+        mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
+        if (wg == 1) {
+#pragma unroll
+            for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+                for (int j = 0; j < kCols; ++j) {
+                    const int c = col_of(j, q4), r = 64 * jb + row0;
+                    wst[c * kWRow + r] = __fmul_rn(ot[jb][acc0(j)], sc[j]);
+                    wst[c * kWRow + r + 8] = __fmul_rn(ot[jb][acc1(j)], sc[j]);
+                }
+        }
+        mj90::named_bar_sync_unaligned(kBarEnd, 256);
+        if (wg == 0) {
+#pragma unroll
+            for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+                for (int j = 0; j < kCols; ++j) {
+                    const int c = col_of(j, q4), r = 64 * jb + row0;
+                    wst[c * kWRow + r] = __fadd_rn(__fmul_rn(ot[jb][acc0(j)], sc[j]), wst[c * kWRow + r]);
+                    wst[c * kWRow + r + 8] = __fadd_rn(__fmul_rn(ot[jb][acc1(j)], sc[j]), wst[c * kWRow + r + 8]);
+                }
+        }
+        mj_mqa90t_common::store_out<kH, kWRow, 1>(p, wst, Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
+    }
+}
