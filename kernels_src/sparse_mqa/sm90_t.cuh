@@ -156,6 +156,18 @@ MJ_DEVICE void mma(float (&d)[kAcc], unsigned long long a, unsigned long long b)
     else mj90::wgmma_m64n32k16_ss_t<TA, 0>(d, a, b);
 }
 
+// After a token's loop: warpgroup 1, which has one tile fewer when the count is odd, passes its loop barrier as often as
+// warpgroup 0 did (two a tile). Without it compute-sanitizer racecheck reports the epilogue's exchange through the 256-thread
+// barrier (merge_softmax, the O staging) as hazards between the warpgroups: it seems to order threads by the number of barriers
+// each has passed. Tested side by side in session 28 (docs/RELIABILITY.md section 4): the reports went from 46 (and 41 on the
+// GPU suite's small shapes) to 0; reconverging the warps or giving the epilogue barriers ids of their own left them.
+MJ_DEVICE void even_barrier_counts(int wg, int ntiles) {
+    if (wg == 1 && (ntiles & 1)) {
+        mj90::named_bar_sync_unaligned(1 + wg, 128);
+        mj90::named_bar_sync_unaligned(1 + wg, 128);
+    }
+}
+
 // Producer warp pw's rows of a bf16 tile, kN / 4 of them from row kN / 4 pw on: lane i's `mine` is row i's latent row (nullptr
 // past the key set: zeros), each row copied by the whole warp, 512 contiguous bytes an instruction.
 MJ_DEVICE void gather_rows(const SparseMqaFwdParams& p, unsigned char* tile, const unsigned char* mine, int pw, int lane) {
@@ -369,16 +381,11 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
         tile_step(smem, t % kS, (unsigned)((t / kS) & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4,
                   lane, sl2);
 
-    if constexpr (MJ_MQA90T_EPI_TRY == 3) {
-        if (wg == 1 && (ntiles & 1)) {
-            mj90::named_bar_sync_unaligned(1 + wg, 128);
-            mj90::named_bar_sync_unaligned(1 + wg, 128);
-        }
-    }
+    even_barrier_counts(wg, ntiles);
 
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
     float sc[kCols], Lt[kCols], mt[kCols];
-    mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, MJ_MQA90T_EPI_TRY == 2 ? 4 : kBarEnd, sc, Lt, mt);
+    mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
     // Each warpgroup's scaled O^T into the ring as fp32 [kH][kWRow] (padded rows: the column-wise stores of the
     // fragments hit distinct banks), then both added by all 256 threads with 16-byte output stores.
     float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
@@ -391,5 +398,5 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
             w[c * kWRow + r + 8] = ot[jb][acc1(j)] * sc[j];
         }
     mj_mqa90t_common::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2,
-                                           MJ_MQA90T_EPI_TRY == 2 ? 5 : kBarEnd);
+                                           kBarEnd);
 }

@@ -5,14 +5,6 @@
 #pragma once
 #include "mlajit_device.cuh"
 
-#ifndef MJ_MQA90T_EPI_TRY  // racecheck experiment (development switch; the epilogue of sm90_t.cuh, either cache): 1 = each
-                           // warp reconverged (__syncwarp) before the epilogue's two barriers; 2 = those barriers on ids of
-                           // their own (4, 5: no id reused after the loop); 3 = the warpgroup with one tile fewer (odd tile
-                           // counts) passes its loop barrier as often as the other (racecheck may order threads by how many
-                           // barriers each has passed). The shipped form (0) is reported (docs/RELIABILITY.md section 4).
-#define MJ_MQA90T_EPI_TRY 0
-#endif
-
 namespace mj_mqa90t_common {
 
 // Head (accumulator column) of a thread's column j: 8 (j / 2) + 2 q4 + j % 2; its two rows' accumulator indices.
@@ -39,7 +31,6 @@ MJ_DEVICE void merge_softmax(const float (&l)[H / 4], const float (&m)[H / 4], f
             if (wl == 0) e_m[wg * H + col_of(j, q4)] = m[j];
         }
     }
-    if constexpr (MJ_MQA90T_EPI_TRY == 1) __syncwarp();
     mj90::named_bar_sync_unaligned(bar, 256);
 #pragma unroll
     for (int j = 0; j < H / 4; ++j) {
@@ -74,9 +65,8 @@ MJ_DEVICE void store_out(const SparseMqaFwdParams& p, const float* w0, const flo
             if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head] = L > 0.f ? mm * p.sm_scale : MJ_NEG_INF;
         }
     }
-    // compute-sanitizer racecheck reports the staging stores against the loads below as hazards, also when both barriers
-    // were __syncthreads (session 20, docs/RELIABILITY.md); the barrier orders them.
-    if constexpr (MJ_MQA90T_EPI_TRY == 1) __syncwarp();
+    // (racecheck reported the staging stores against the loads below until both warpgroups passed as many barriers before
+    // the epilogue: sparse_mqa/sm90_t.cuh, even_barrier_counts)
     mj90::named_bar_sync_unaligned(bar, 256);
     const float* w1 = w0 + H * WROW;
     unsigned char* otok = (unsigned char*)p.out + (mj_i64)tok * p.o_stride_tok * 2;
