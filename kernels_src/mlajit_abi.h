@@ -240,11 +240,13 @@ static constexpr int mj_mqa90_smem_bytes() { return 3 * 9 * 64 * 128 + 64 * 128 
 // Sparse MQA, Hopper tier for 16 / 32 heads (sparse_mqa/sm90_t.cuh: keys as the wgmma M dimension): Q [block_h x 576],
 // a ring of STAGES tiles of BLOCK_N keys, the tile maxima exchange ([2][2][4][block_h] fp32), the epilogue's row sums and maxima
 // ([2][4][block_h] + [2][block_h] fp32), the ring's mbarriers and the row's key set; on the FP8 cache (kv_fp8 1) then the
-// producer warps' rings of raw 656-byte rows (16 warps x 6 rows, sparse_mqa/sm90_f8_staged.cuh).
+// producer warps' rings of raw 656-byte rows (16 warps x 6 rows, sparse_mqa/sm90_f8_staged.cuh). The persistent grid (persist
+// 1, sparse_mqa/sm90_t_persist.cuh): a second Q buffer and the epilogue's O staging ([block_h][512 + 4] fp32) besides.
 static constexpr int mj_mqa90t8_raw_bytes() { return 16 * 6 * 656; }
-static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages, int kv_fp8 = 0) {
+static constexpr int mj_mqa90t_smem_bytes(int block_h, int block_n, int stages, int kv_fp8 = 0, int persist = 0) {
     return 9 * block_h * 128 + stages * 9 * block_n * 128 + 16 * block_h * 4 + 10 * block_h * 4 + stages * 2 * 8 +
-           mj_mqa_index_set_bytes + (kv_fp8 ? mj_mqa90t8_raw_bytes() : 0);
+           mj_mqa_index_set_bytes + (kv_fp8 ? mj_mqa90t8_raw_bytes() : 0) +
+           (persist ? 9 * block_h * 128 + block_h * (512 + 4) * 4 : 0);
 }
 // Its threads: 2 math warpgroups and 4 producer warps (bf16), or 16 producer warps on the FP8 cache (kv_fp8 1: the raw-ring
 // producer, sparse_mqa/sm90_f8_staged.cuh, whose conversions need many warps to run near the conversion unit's rate).

@@ -9,7 +9,7 @@
 // MN-major (A of O^T: V^T, the first eight 64-column blocks of the same tile); Q [H x 576] and P^T [H x 64]
 // are the B operands.
 //
-// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16, the
+// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, PERSIST 0 (PERSIST 1: BLOCK_H 16, bf16), bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16, the
 // same math on tiles the FP8 producer dequantizes (sparse_mqa/sm90_f8_staged.cuh). grid = (tokens, ceil(h / BLOCK_H)),
 // mj_mqa90t_threads(KV_FP8) threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2, KV_FP8) bytes of shared memory. Development switch
 // MJ_MQA90T8_FOLD = 1: the FP8 cache's earlier body (sparse_mqa/sm90_t_fp8.cuh: codes as f16, scales folded into fp32
@@ -67,10 +67,6 @@
                           // 0 = the register producer (sparse_mqa/sm90_f8_producer.cuh, 8 warps: session 25's form)
 #define MJ_MQA90T8_STAGE 16
 #endif
-#ifndef MJ_MQA90T_PERSIST  // 1: a persistent grid (bf16 cache, 16 heads, with the key-set pre-pass's list; development switch,
-                           // not measured yet): sparse_mqa/sm90_t_persist.cuh
-#define MJ_MQA90T_PERSIST 0
-#endif
 #include "sparse_mqa/sm90_t_fp8.cuh"      // the FP8 cache's scale-folding body (MJ_MQA90T8_FOLD)
 #include "sparse_mqa/sm90_f8_producer.cuh"  // the FP8 cache's register producer (MJ_MQA90T8_STAGE=0)
 #include "sparse_mqa/sm90_f8_staged.cuh"    // the FP8 cache's raw-ring producer (the default)
@@ -107,7 +103,9 @@ constexpr int kTileBytes = 9 * kBlk;
 constexpr int kQBlk = kH * 128;   // one 64-column block of Q
 constexpr int kAcc = kH / 2;      // accumulator floats a thread of an m64nH tile
 constexpr int kCols = kH / 4;     // accumulator columns (heads) a thread holds: 8 i + 2 q4 + e
-constexpr bool kPersist = MJ_MQA90T_PERSIST != 0;
+// MJ_PERSIST (the spec's PERSIST): the persistent grid (sparse_mqa/sm90_t_persist.cuh; bf16 cache, 16 heads, with the key-set
+// pre-pass's list; the host launches min(tokens, SMs) blocks).
+constexpr bool kPersist = MJ_PERSIST != 0;
 static_assert(!kPersist || (kH == 16 && MJ_KV_FP8 == 0 && (MJ_MQA90T_DEV_SKIP == 0 || MJ_MQA90T_DEV_SKIP == 4) && !MJ_MQA90T_BULK),
               "sparse MQA sm90t, persistent grid: bf16 cache, BLOCK_H 16, DEV_SKIP 0 or 4");
 constexpr int kWRow = 512 + 4;     // the epilogue's fp32 O rows, padded
@@ -123,7 +121,7 @@ constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
 constexpr int kOffRaw = kOffSet + mj_idx::kSetBytes;  // MJ_MQA90T8_STAGE: the producer warps' raw rings
 constexpr int kRawBytes = kF8Stage ? mj_f8stage::raw_bytes(kProducerWarps) : 0;
 constexpr int kSmem = kOffRaw + kRawBytes;
-static_assert(kPersist || (kSmem - kRawBytes == mj_mqa90t_smem_bytes(kH, kN, kS) && (!kF8Stage || kRawBytes == mj_mqa90t8_raw_bytes())),
+static_assert(kSmem - kRawBytes == mj_mqa90t_smem_bytes(kH, kN, kS, 0, MJ_PERSIST) && (!kF8Stage || kRawBytes == mj_mqa90t8_raw_bytes()),
               "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
 static_assert(kOffRaw % 16 == 0, "raw rows are cp.async targets");
 static_assert(kSmem <= 232448 || MJ_MQA90T8_FOLD, "sparse MQA sm90t: over the per-block shared memory of sm_90");
@@ -278,7 +276,7 @@ MJ_DEVICE void tile_step(unsigned char* smem, int slot, unsigned phase, int t, i
     mj90::mbar_arrive(&empty[slot]);
 }
 
-#include "sparse_mqa/sm90_t_persist.cuh"  // run_persistent (MJ_MQA90T_PERSIST)
+#include "sparse_mqa/sm90_t_persist.cuh"  // run_persistent (PERSIST 1)
 
 }  // namespace mj_mqa90t
 

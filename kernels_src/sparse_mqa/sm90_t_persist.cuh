@@ -1,5 +1,5 @@
-// Sparse MQA prefill, Hopper tier, keys as M (sparse_mqa/sm90_t.cuh): the persistent grid (MJ_MQA90T_PERSIST = 1; development
-// switch, not measured yet). Included by sm90_t.cuh inside namespace mj_mqa90t, after tile_step and gather_rows.
+// Sparse MQA prefill, Hopper tier, keys as M (sparse_mqa/sm90_t.cuh): the persistent grid (the spec's PERSIST = 1). Included
+// by sm90_t.cuh inside namespace mj_mqa90t, after tile_step and gather_rows.
 //
 // Why: with one block a token and one block a SM (the ring takes most of shared memory), every token pays its ramp alone:
 // the block's launch and Q load, then the first tile's whole gather latency before any math, then the epilogue with the

@@ -23,6 +23,7 @@ const std::vector<EnvVarDoc>& env_var_docs() {
         {"MLAJIT_PATH", "auto", "auto, dense_mha, masked_mha, sparse_mqa: force the prefill path"},
         {"MLAJIT_TIER", "auto", "auto: Hopper tier (wgmma, TMA) on sm_90a, portable elsewhere; portable: mma.sync tier everywhere"},
         {"MLAJIT_GEMM", "auto", "auto: mlajit's own GEMM kernel for the projections on the Hopper tier (a paged bf16 cache's K/V up-projection reads the pages itself up to 16 heads, after a separate gather above), cuBLASLt elsewhere; cublaslt: cuBLASLt everywhere; fused: auto, the up-projection reading the pages at any head count; unfused: auto, always the separate gather"},
+        {"MLAJIT_MQA_PERSIST", "1", "0: the Hopper tier's 16-head sparse MQA kernel on the bf16 cache launches one block a token even when the key-set pre-pass runs (1: a persistent grid of at most one block a SM then)"},
         {"MLAJIT_SMALL_STEP_KEYS", "64", "dense MHA steps of the one-call prefill whose requests have at most this many keys (and at most 64 new tokens) run as one launch: the MHA kernel computes its head's K/V up-projection itself; 0: always a separate up-projection GEMM"},
         {"MLAJIT_MASKED_MHA_MAX_SEQ", "(planner)", "masked MHA for requests with s_k up to this, sparse MQA above"},
         {"MLAJIT_PLAN_TABLE", "(cache)", "calibration table file for the planner"},
@@ -138,6 +139,7 @@ Config parse_config(const EnvLookup& getenv) {
         else if (*v == "unfused") c.gemm = GemmChoice::unfused;
         else bad("MLAJIT_GEMM", *v, "auto, cublaslt, fused, unfused");
     }
+    if (auto v = getenv("MLAJIT_MQA_PERSIST")) c.mqa_persist = parse_bool("MLAJIT_MQA_PERSIST", *v);
     if (auto v = nonempty(getenv, "MLAJIT_SMALL_STEP_KEYS"))
         c.small_step_keys = *v == "0" ? 0 : (int)parse_positive("MLAJIT_SMALL_STEP_KEYS", *v, 65536);
     if (auto v = nonempty(getenv, "MLAJIT_MASKED_MHA_MAX_SEQ"))

@@ -45,7 +45,7 @@ const FamilyInfo& family_info(Family f) {
         {Family::quantize_cache, "quantize_cache", "quantize_cache/sm80.cuh", "mlajit_quantize_cache", {"TOKENS_PER_BLOCK"}},
         {Family::gemm_sm90, "gemm_sm90", "gemm/sm90.cuh", "mlajit_gemm_sm90", {"BLOCK_M", "BLOCK_N", "STAGES", "B_NMAJOR", "K_TILES", "A_PAGED"}},
         {Family::sparse_mqa_fwd_sm90t, "sparse_mqa_fwd_sm90t", "sparse_mqa/sm90_t.cuh", "mlajit_sparse_mqa_fwd_sm90t",
-         {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
+         {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8", "PERSIST"}},
         {Family::sparse_mqa_compact, "sparse_mqa_compact", "sparse_mqa/compact.cuh", "mlajit_sparse_mqa_compact",
          {"COMPACT_THREADS", "COMPACT_MAXW", "KV_FP8"}},
     };

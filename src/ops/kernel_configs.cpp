@@ -151,6 +151,15 @@ KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8) {
     return s;
 }
 
+std::optional<KernelSpec> sparse_mqa_persistent_spec(const KernelSpec& s) {
+    // The keys-as-M kernel's persistent grid: bf16 cache, 16 heads (sparse_mqa/sm90_t_persist.cuh). H100, 8k, 16 heads, with
+    // the pre-pass: docs/PERF.md "Session 28".
+    if (s.family != Family::sparse_mqa_fwd_sm90t || s.p[0] != 16 || s.p[5] != 0 || !config().mqa_persist) return std::nullopt;
+    KernelSpec p = s;
+    p.p[6] = 1;
+    return p;
+}
+
 KernelSpec sparse_mqa_compact_spec(const Arch& arch, int width, bool kv_fp8) {
     KernelSpec s;
     s.family = Family::sparse_mqa_compact;
@@ -229,7 +238,7 @@ int mha_threads(const KernelSpec& s) {
 int mqa_smem_bytes(const KernelSpec& s) {
     if (s.family == Family::sparse_mqa_fwd_sm90) return mj_mqa90_smem_bytes();
     if (s.family == Family::sparse_mqa_fwd_sm90t)  // the FP8 cache: plus its producer's raw rings
-        return mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2], s.p[5]);
+        return mj_mqa90t_smem_bytes(s.p[0], s.p[1], s.p[2], s.p[5], s.p[6]);
     if (s.p[6] != 0) return mj_mqa_smem_bytes_fp8(s.p[0], s.p[1], s.p[3]);  // KV_FP8
     return mj_mqa_smem_bytes(s.p[0], s.p[1], s.p[3], kDimQkMqa, kDimLatent);
 }

@@ -24,13 +24,14 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
 // bytes it needs for a planned call (0 where it does not apply: no query token, or a latent cache spanning 2^36 bytes
 // or more, beyond the list's 32-bit 16-byte offsets), and, given the caller's workspace, its launch with `main`'s
 // params pointed at the list. Off (nullopt) without a workspace or where it does not apply; a workspace too small or
-// misaligned is INVALID_ARGUMENT.
+// misaligned is INVALID_ARGUMENT. sm_count > 0 (the device's SMs): where the pre-pass runs and the kernel has a persistent
+// form (sparse_mqa_persistent_spec), `main` becomes that form with min(tokens, sm_count) blocks.
 size_t sparse_mqa_workspace_bytes(const LaunchPlan<SparseMqaFwdParams>& main);
 // The list's bytes for `tokens` query tokens of index rows `width` wide (what sparse_mqa_workspace_bytes returns where it
 // applies): the one call reserves it in its workspace for each sparse step.
 size_t sparse_mqa_kept_bytes(int64_t tokens, int64_t width);
 std::optional<LaunchPlan<SparseMqaFwdParams>> plan_sparse_mqa_prepass(const Arch& arch, const mlajit_sparse_mqa_args& a,
-                                                                      LaunchPlan<SparseMqaFwdParams>& main);
+                                                                      LaunchPlan<SparseMqaFwdParams>& main, int sm_count = 0);
 LaunchPlan<MhaFwdParams> plan_mha(const Arch& arch, const mlajit_mha_args& a);
 LaunchPlan<TopkMaskParams> plan_topk_mask(const Arch& arch, const mlajit_topk_mask_args& a);
 LaunchPlan<QuantizeCacheParams> plan_quantize_cache(const Arch& arch, const mlajit_quantize_latent_cache_args& a);

@@ -153,7 +153,7 @@ size_t sparse_mqa_workspace_bytes(const LaunchPlan<SparseMqaFwdParams>& main) {
 }
 
 std::optional<LaunchPlan<SparseMqaFwdParams>> plan_sparse_mqa_prepass(const Arch& arch, const mlajit_sparse_mqa_args& a,
-                                                                      LaunchPlan<SparseMqaFwdParams>& main) {
+                                                                      LaunchPlan<SparseMqaFwdParams>& main, int sm_count) {
     if (a.workspace == nullptr) {
         if (a.workspace_bytes != 0)
             fail_arg("workspace is NULL but workspace_bytes is {}: pass the workspace's device pointer, or 0 bytes to run "
@@ -177,12 +177,20 @@ std::optional<LaunchPlan<SparseMqaFwdParams>> plan_sparse_mqa_prepass(const Arch
     pre.threads = pre.spec.p[0];
     pre.smem = mj_mqa_compact_smem_bytes(main.params.topk);
     pre.params = main.params;
+    // With the list, the 16-head keys-as-M kernel (bf16) runs as a persistent grid: at most one block a SM, each taking tokens
+    // b, b + grid, ... (sparse_mqa/sm90_t_persist.cuh; the same results bit for bit).
+    if (auto ps = sm_count > 0 ? sparse_mqa_persistent_spec(main.spec) : std::nullopt)
+        if (main.grid.y == 1) {
+            main.spec = *ps;
+            main.smem = mqa_smem_bytes(*ps);
+            main.grid.x = std::min(main.grid.x, (unsigned)sm_count);
+        }
     return pre;
 }
 
 void sparse_mqa_prefill(Handle& h, const mlajit_sparse_mqa_args& a, CUstream stream) {
     auto plan = plan_sparse_mqa(h.arch(), a);
-    auto pre = plan_sparse_mqa_prepass(h.arch(), a, plan);
+    auto pre = plan_sparse_mqa_prepass(h.arch(), a, plan, h.sm_count());
     if (plan.grid.x == 0) return;  // no query token in this call
     if (pre) launch_plan(h, *pre, stream);
     launch_plan(h, plan, stream);

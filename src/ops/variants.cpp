@@ -50,7 +50,9 @@ std::vector<KernelSpec> model_variants(const ModelConfig& m, const std::vector<i
             for (const KernelSpec& g : prefill_gemm_specs(arch)) add(g);
         for (int tp : tp_degrees) {
             if (tp < 1 || m.heads % tp != 0) fail_arg("TP degree {} does not divide the model's {} heads", tp, m.heads);
-            add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp)));
+            const KernelSpec mqa = sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp));
+            add(mqa);
+            if (auto ps = sparse_mqa_persistent_spec(mqa)) add(*ps);  // with the key-set pre-pass
             add(sparse_mqa_spec(arch, mqa_tile_for(arch, m.heads / tp, true), true));  // the FP8 latent cache
         }
         add(sparse_mqa_compact_spec(arch, m.topk, false));  // the key-set pre-pass (an op given a workspace, the one call)

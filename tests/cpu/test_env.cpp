@@ -72,6 +72,13 @@ TEST_CASE("env: MLAJIT_SMALL_STEP_KEYS, 0 turns the one-launch small steps off")
     CHECK_THROWS(parse_config(env({{"MLAJIT_SMALL_STEP_KEYS", "65537"}})));
 }
 
+TEST_CASE("env: MLAJIT_MQA_PERSIST, 0 turns the persistent sparse MQA grid off") {
+    CHECK(parse_config(env({})).mqa_persist);
+    CHECK_FALSE(parse_config(env({{"MLAJIT_MQA_PERSIST", "0"}})).mqa_persist);
+    CHECK(parse_config(env({{"MLAJIT_MQA_PERSIST", "1"}})).mqa_persist);
+    CHECK_THROWS(parse_config(env({{"MLAJIT_MQA_PERSIST", "sometimes"}})));
+}
+
 TEST_CASE("env: bad values name the variable and the allowed values") {
     struct Case {
         const char* var;
@@ -79,6 +86,7 @@ TEST_CASE("env: bad values name the variable and the allowed values") {
         const char* allowed_fragment;
     };
     for (Case k : {Case{"MLAJIT_CACHE", "readonly", "rw, ro, off"}, Case{"MLAJIT_OFFLINE", "maybe", "1/true"},
+                   Case{"MLAJIT_MQA_PERSIST", "2", "1/true"},
                    Case{"MLAJIT_LOG_LEVEL", "loud", "trace, debug"}, Case{"MLAJIT_ARCH", "hopper", "sm_90a"},
                    Case{"MLAJIT_ARCH", "sm_90x", "sm_<major>"}, Case{"MLAJIT_MHA_TILE", "128", "AxB"},
                    Case{"MLAJIT_MQA_TILE", "64xq", "whole number"}, Case{"MLAJIT_PATH", "fast", "sparse_mqa"},

@@ -247,6 +247,48 @@ TEST_CASE("validation: sparse MQA's workspace runs the key-set pre-pass; a bad o
     CHECK(mlajit_sparse_mqa_workspace_size(nullptr, &c, nullptr) == MLAJIT_ERROR_INVALID_ARGUMENT);
 }
 
+TEST_CASE("validation: with the pre-pass, the 16-head keys-as-M kernel on the bf16 cache runs as a persistent grid") {
+    // At most one block a SM, each taking several tokens (sparse_mqa/sm90_t_persist.cuh); the pre-pass still one block a
+    // token. Only where the pre-pass runs and the device's SM count is given.
+    for (int sms : {132, 1000}) {
+        CAPTURE(sms);
+        auto a = good_mqa();  // 300 tokens, 16 heads
+        auto plan = plan_sparse_mqa(kArch, a);
+        const KernelSpec one_block_a_token = plan.spec;
+        a.workspace = fake(9);
+        a.workspace_bytes = sparse_mqa_workspace_bytes(plan);
+        auto pre = plan_sparse_mqa_prepass(kArch, a, plan, sms);
+        REQUIRE(pre.has_value());
+        CHECK(pre->grid.x == 300);
+        CAPTURE(spec_name(plan.spec));
+        CHECK(plan.spec.family == Family::sparse_mqa_fwd_sm90t);
+        CHECK(plan.spec.p[6] == 1);  // PERSIST
+        CHECK(sparse_mqa_persistent_spec(one_block_a_token) == plan.spec);
+        CHECK(plan.grid.x == (unsigned)std::min(sms, 300));
+        CHECK(plan.smem == mj_mqa90t_smem_bytes(16, 64, 2, 0, 1));
+        CHECK(plan.smem > mj_mqa90t_smem_bytes(16, 64, 2));
+        CHECK(plan.smem <= 232448);
+        CHECK(plan.threads == 384);
+    }
+    // Without the SM count, at 64 heads, on the FP8 cache, or with MLAJIT_MQA_PERSIST=0: one block a token.
+    for (int heads : {16, 64}) {
+        auto a = with_heads(good_mqa(), heads);
+        auto plan = plan_sparse_mqa(kArch, a);
+        a.workspace = fake(9);
+        a.workspace_bytes = sparse_mqa_workspace_bytes(plan);
+        REQUIRE(plan_sparse_mqa_prepass(kArch, a, plan, heads == 16 ? 0 : 132).has_value());
+        CHECK(plan.grid.x == 300);
+        CHECK(plan.spec.p[6] == 0);
+    }
+    CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, true), true)).has_value());
+    ::setenv("MLAJIT_MQA_PERSIST", "0", 1);
+    reload_config();
+    CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
+    ::unsetenv("MLAJIT_MQA_PERSIST");
+    reload_config();
+    CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
+}
+
 TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache format") {
     // sm_90a, bf16: up to 16 heads the keys-as-M Hopper kernel (16 heads a block, nothing padded to 64), above it the
     // 64-head one; both 3 warpgroups, their shared memory within sm_90's 232,448 bytes.

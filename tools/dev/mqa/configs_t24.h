@@ -6,7 +6,7 @@
 // barriers (e3): measured in session 28 (e3 and z5 clean), e3 is now the kernel's code and the switch is gone. Added in session 28: the 64-head kernel's schedule 2 (tile pairs, w2; w2e hands P of E over early)
 // against schedule 1 with the list (session 19 measured schedule 2 slower without it: its gather with half-slot barriers
 // alone took 8.66 ms against 7.60, while the producer still looked rows up), whole, math alone (mo) and gather alone (go).
-// The keys-as-M kernel's persistent grid (per: MJ_MQA90T_PERSIST, session 28), whole and gather alone (g4) against the
+// The keys-as-M kernel's persistent grid (per: the spec's PERSIST, CFG_PERSIST here; session 28), whole and gather alone (g4) against the
 // one-block-a-token form. Format: configs.h.
 #define MQA_CONFIGS(X)                                  \
     X(h16sm90t_pre, 16, 64, 2, -1, -1, -1, 0, 0)        \

@@ -66,7 +66,7 @@ static const Cfg kCfgs[] = {
 #undef ENTRY
 };
 // "_pre" configs: the key-set pre-pass before the kernel; base_tag: the same config without it. A persistent-grid config
-// ("per" in the tag, MJ_MQA90T_PERSIST) is compared with the same tag without "per" (h16sm90tper_pre with h16sm90t_pre).
+// ("per" in the tag, CFG_PERSIST) is compared with the same tag without "per" (h16sm90tper_pre with h16sm90t_pre).
 static bool is_pre(const Cfg& c) {
     const size_t n = strlen(c.tag);
     return n > 4 && !strcmp(c.tag + n - 4, "_pre");

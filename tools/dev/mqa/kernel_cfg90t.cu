@@ -7,6 +7,10 @@ constexpr int MJ_D_LATENT = 512;
 constexpr int MJ_D_ROPE = 64;
 constexpr int MJ_ARCH = 90;
 constexpr int MJ_KV_FP8 = CFG_FP8;
+#ifndef CFG_PERSIST
+#define CFG_PERSIST 0
+#endif
+constexpr int MJ_PERSIST = CFG_PERSIST;
 #define MQA_CAT2(a, b) a##b
 #define MQA_CAT(a, b) MQA_CAT2(a, b)
 #define mlajit_sparse_mqa_fwd_sm90t MQA_CAT(mqa_kernel_, CFG_TAG)
@@ -17,7 +21,7 @@ constexpr int MJ_KV_FP8 = CFG_FP8;
 #include <cuda_runtime.h>
 #include <cstdlib>
 
-// Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)) (MJ_MQA90T_PERSIST: min(tokens, SMs)), mj_mqa90t_threads, mj_mqa90t_smem_bytes (the FP8 cache's
+// Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)) (PERSIST: min(tokens, SMs)), mj_mqa90t_threads, mj_mqa90t_smem_bytes (the FP8 cache's
 // scale-folding body, MJ_MQA90T8_FOLD: mj_mqa90t8_smem_bytes).
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
     const int smem = CFG_FP8 && MJ_MQA90T8_FOLD ? mj_mqa90t8_smem_bytes(CFG_H, CFG_N, CFG_S) : mj_mqa90t::kSmem;  // mj_mqa90t_smem_bytes, plus the raw rings of MJ_MQA90T8_STAGE

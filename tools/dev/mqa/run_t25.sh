@@ -3,7 +3,8 @@
 # racecheck fix, now its code) and its persistent grid with each token's tile t in slot t % 2 (per; bit-identical to the
 # one-block-a-token form expected). Checks with MQA_PERSIST_BLOCKS=3 (several tokens a block even in the small cases),
 # memcheck / racecheck (2 blocks), 8k timing, then the library: racecheck on the GPU suite's small shapes and the sparse
-# MQA suites (the shipped kernel's new epilogue), mlajit-bench sparse MQA. carry ["tools/dev/mqa/build_t24", ".devdeps"].
+# MQA suites (the new epilogue; with a workspace the persistent grid at 16 heads, compared bit for bit with the one-block-a-
+# token form), mlajit-bench sparse MQA with / without it (and MLAJIT_MQA_PERSIST=0). carry ["tools/dev/mqa/build_t24", ".devdeps"].
 source "$(dirname "$0")/run_common.sh"
 H=tools/dev/mqa/build_t24/harness
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
@@ -26,7 +27,9 @@ echo "library racecheck (small shapes) rc $? : $(grep -E 'RACECHECK SUMMARY' $OU
 grep -o "in [a-z0-9_.]*:[0-9]*" $OUT/logs/san_racecheck.log | sort | uniq -c | head -6
 MLAJIT_CACHE_DIR=/tmp/c2 timeout 120 $T '--test-case=gpu: sparse MQA*' > $OUT/logs/suite_mqa.log 2>&1
 echo "sparse MQA suites rc $? $(el)"; tail -3 $OUT/logs/suite_mqa.log
-MLAJIT_CACHE_DIR=/tmp/c2 timeout 60 build-gpu/mlajit-bench --ops mqa --heads 16,128 --s-q 8192 --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench.csv > $OUT/logs/mqa_bench.log 2>&1
+MLAJIT_CACHE_DIR=/tmp/c2 timeout 60 build-gpu/mlajit-bench --ops mqa,mqa-nows --heads 16,128 --s-q 8192 --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench.csv > $OUT/logs/mqa_bench.log 2>&1
 echo "bench rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench.csv
+MLAJIT_MQA_PERSIST=0 MLAJIT_CACHE_DIR=/tmp/c2 timeout 40 build-gpu/mlajit-bench --ops mqa --heads 16 --s-q 8192 --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench_p0.csv > $OUT/logs/mqa_bench_p0.log 2>&1
+echo "bench MLAJIT_MQA_PERSIST=0 rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench_p0.csv | tail -1
 echo "== harness $(cat $OUT/logs/gpu.txt)"; sed -n '/^config/,$p' $OUT/logs/b16.log
 tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs
