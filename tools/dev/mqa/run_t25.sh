@@ -7,6 +7,7 @@
 # token form), mlajit-bench sparse MQA with / without it (and MLAJIT_MQA_PERSIST=0). carry ["tools/dev/mqa/build_t24", ".devdeps"].
 source "$(dirname "$0")/run_common.sh"
 H=tools/dev/mqa/build_t24/harness
+trap 'tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs' EXIT  # the archive also when a step's timeout ends the script
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
 JOBS=10 bash tools/dev/mqa/lib_build.sh $OUT/logs mlajit_gpu_tests mlajit-bench & bp=$!
 MQA_PERSIST_BLOCKS=3 timeout 100 $H --no-bench --configs h16sm90t_pre,h16sm90tper_pre,h16sm90t8_pre --log $OUT/logs/check.log > /dev/null 2>&1
@@ -21,15 +22,14 @@ timeout 80 $H --no-check --paged --bench-s 8192 --bench-heads 16 \
 echo "b16 rc $? $(el)"
 wait $bp; echo "library build rc $? $(el)"
 T=build-gpu/mlajit_gpu_tests
-MLAJIT_CACHE_DIR=/tmp/s_race MLAJIT_NVRTC_FLAGS=-lineinfo timeout 150 compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet \
+MLAJIT_CACHE_DIR=/tmp/s_race MLAJIT_NVRTC_FLAGS=-lineinfo timeout 110 compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet \
   $T '--test-case=gpu small shapes*' > $OUT/logs/san_racecheck.log 2>&1
 echo "library racecheck (small shapes) rc $? : $(grep -E 'RACECHECK SUMMARY' $OUT/logs/san_racecheck.log) $(el)"
 grep -o "in [a-z0-9_.]*:[0-9]*" $OUT/logs/san_racecheck.log | sort | uniq -c | head -6
-MLAJIT_CACHE_DIR=/tmp/c2 timeout 120 $T '--test-case=gpu: sparse MQA*' > $OUT/logs/suite_mqa.log 2>&1
+MLAJIT_CACHE_DIR=/tmp/c2 timeout 90 $T '--test-case=gpu: sparse MQA*' > $OUT/logs/suite_mqa.log 2>&1
 echo "sparse MQA suites rc $? $(el)"; tail -3 $OUT/logs/suite_mqa.log
 MLAJIT_CACHE_DIR=/tmp/c2 timeout 60 build-gpu/mlajit-bench --ops mqa,mqa-nows --heads 16,128 --s-q 8192 --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench.csv > $OUT/logs/mqa_bench.log 2>&1
 echo "bench rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench.csv
 MLAJIT_MQA_PERSIST=0 MLAJIT_CACHE_DIR=/tmp/c2 timeout 40 build-gpu/mlajit-bench --ops mqa --heads 16 --s-q 8192 --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench_p0.csv > $OUT/logs/mqa_bench_p0.log 2>&1
 echo "bench MLAJIT_MQA_PERSIST=0 rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench_p0.csv | tail -1
 echo "== harness $(cat $OUT/logs/gpu.txt)"; sed -n '/^config/,$p' $OUT/logs/b16.log
-tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs
