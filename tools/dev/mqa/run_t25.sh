@@ -19,17 +19,16 @@ for tool in memcheck racecheck; do for c in h16sm90t_pre h16sm90tper_pre h16sm90
 done; done
 timeout 80 $H --no-check --paged --bench-s 8192 --bench-heads 16 \
   --bench-configs h16sm90t_pre,h16sm90tper_pre,h16sm90tg4_pre,h16sm90tperg4_pre,h16sm90t8_pre --reps 5 --log $OUT/logs/b16.log > /dev/null 2>&1
-echo "b16 rc $? $(el)"
+echo "b16 rc $? $(el)"; sed -n '/^config/,$p' $OUT/logs/b16.log
 wait $bp; echo "library build rc $? $(el)"
 T=build-gpu/mlajit_gpu_tests
-MLAJIT_CACHE_DIR=/tmp/s_race MLAJIT_NVRTC_FLAGS=-lineinfo timeout 110 compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet \
-  $T '--test-case=gpu small shapes*' > $OUT/logs/san_racecheck.log 2>&1
-echo "library racecheck (small shapes) rc $? : $(grep -E 'RACECHECK SUMMARY' $OUT/logs/san_racecheck.log) $(el)"
-grep -o "in [a-z0-9_.]*:[0-9]*" $OUT/logs/san_racecheck.log | sort | uniq -c | head -6
 MLAJIT_CACHE_DIR=/tmp/c2 timeout 90 $T '--test-case=gpu: sparse MQA*' > $OUT/logs/suite_mqa.log 2>&1
 echo "sparse MQA suites rc $? $(el)"; tail -3 $OUT/logs/suite_mqa.log
 MLAJIT_CACHE_DIR=/tmp/c2 timeout 60 build-gpu/mlajit-bench --ops mqa,mqa-nows --heads 16,128 --s-q 8192 --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench.csv > $OUT/logs/mqa_bench.log 2>&1
 echo "bench rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench.csv
 MLAJIT_MQA_PERSIST=0 MLAJIT_CACHE_DIR=/tmp/c2 timeout 40 build-gpu/mlajit-bench --ops mqa --heads 16 --s-q 8192 --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench_p0.csv > $OUT/logs/mqa_bench_p0.log 2>&1
 echo "bench MLAJIT_MQA_PERSIST=0 rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench_p0.csv | tail -1
-echo "== harness $(cat $OUT/logs/gpu.txt)"; sed -n '/^config/,$p' $OUT/logs/b16.log
+MLAJIT_CACHE_DIR=/tmp/s_race MLAJIT_NVRTC_FLAGS=-lineinfo timeout 110 compute-sanitizer --tool racecheck --kernel-name-exclude kns=nvjet \
+  $T '--test-case=gpu small shapes*' > $OUT/logs/san_racecheck.log 2>&1
+echo "library racecheck (small shapes) rc $? : $(grep -E 'RACECHECK SUMMARY' $OUT/logs/san_racecheck.log) $(el)"
+grep -o "in [a-z0-9_.]*:[0-9]*" $OUT/logs/san_racecheck.log | sort | uniq -c | head -6
