@@ -247,9 +247,11 @@ TEST_CASE("validation: sparse MQA's workspace runs the key-set pre-pass; a bad o
     CHECK(mlajit_sparse_mqa_workspace_size(nullptr, &c, nullptr) == MLAJIT_ERROR_INVALID_ARGUMENT);
 }
 
-TEST_CASE("validation: with the pre-pass, the 16-head keys-as-M kernel on the bf16 cache runs as a persistent grid") {
+TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST=1, the 16-head keys-as-M kernel (bf16) runs as a persistent grid") {
     // At most one block a SM, each taking several tokens (sparse_mqa/sm90_t_persist.cuh); the pre-pass still one block a
     // token. Only where the pre-pass runs and the device's SM count is given.
+    ::setenv("MLAJIT_MQA_PERSIST", "1", 1);
+    reload_config();
     for (int sms : {132, 1000}) {
         CAPTURE(sms);
         auto a = good_mqa();  // 300 tokens, 16 heads
@@ -281,12 +283,17 @@ TEST_CASE("validation: with the pre-pass, the 16-head keys-as-M kernel on the bf
         CHECK(plan.spec.p[6] == 0);
     }
     CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, true), true)).has_value());
-    ::setenv("MLAJIT_MQA_PERSIST", "0", 1);
+    CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
+    ::unsetenv("MLAJIT_MQA_PERSIST");  // the default: off
     reload_config();
     CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
-    ::unsetenv("MLAJIT_MQA_PERSIST");
-    reload_config();
-    CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
+    auto a = good_mqa();
+    auto plan = plan_sparse_mqa(kArch, a);
+    a.workspace = fake(9);
+    a.workspace_bytes = sparse_mqa_workspace_bytes(plan);
+    REQUIRE(plan_sparse_mqa_prepass(kArch, a, plan, 132).has_value());
+    CHECK(plan.grid.x == 300);
+    CHECK(plan.spec.p[6] == 0);
 }
 
 TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache format") {
