@@ -166,6 +166,16 @@ MJ_DEVICE void even_barrier_counts(int wg, int ntiles) {
     }
 }
 
+// A token's accumulators before its first tile: O^T 0, running maxima -inf, row sums 0.
+MJ_DEVICE void clear_softmax(float (&ot)[8][kAcc], float (&m)[kCols], float (&l)[kCols]) {
+#pragma unroll
+    for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) ot[jb][i] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
+}
+
 // Producer warp pw's rows of a bf16 tile, kN / 4 of them from row kN / 4 pw on: lane i's `mine` is row i's latent row (nullptr
 // past the key set: zeros), each row copied by the whole warp, 512 contiguous bytes an instruction.
 MJ_DEVICE void gather_rows(const SparseMqaFwdParams& p, unsigned char* tile, const unsigned char* mine, int pw, int lane) {
@@ -367,13 +377,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     mj90::named_bar_sync_unaligned(kBarEnd, 256);
 
     float ot[8][kAcc];  // O^T: 64-column block jb, rows 64 jb + row0 (+ 8), heads col_of(j)
-#pragma unroll
-    for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) ot[jb][i] = 0.f;
     float m[kCols], l[kCols];  // running max (raw score) and this thread's partial row sum, per head column
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
+    clear_softmax(ot, m, l);
 
     for (int t = wg, it = 0; t < ntiles; t += 2, ++it)
         tile_step(smem, t % kS, (unsigned)((t / kS) & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4,

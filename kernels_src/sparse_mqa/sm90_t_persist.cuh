@@ -88,14 +88,8 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         const int nvalid = __shfl_sync(0xffffffffu, p.kept_count[tok - first], 0);
         const int ntiles = (nvalid + kN - 1) / kN;
 
-        float ot[8][kAcc];
-#pragma unroll
-        for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-            for (int i2 = 0; i2 < kAcc; ++i2) ot[jb][i2] = 0.f;
-        float m[kCols], l[kCols];
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
+        float ot[8][kAcc], m[kCols], l[kCols];
+        clear_softmax(ot, m, l);
         for (int t = wg; t < ntiles; t += 2, ++it)
             tile_step(smem, wg, (unsigned)(it & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
         even_barrier_counts(wg, ntiles);
@@ -103,27 +97,23 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         // ---- epilogue: the two softmaxes merged; warpgroup 1's scaled O staged, warpgroup 0's added to it; stored ----
         float sc[kCols], Lt[kCols], mt[kCols];
         mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
-        if (wg == 1) {
+        // This warpgroup's scaled O^T into the staging, stored (add false) or added to what is there (no fused multiply-add:
+        // the product is rounded first, as the two-buffer form's stores round it).
+        auto stage = [&](bool add) {
 #pragma unroll
             for (int jb = 0; jb < 8; ++jb)
 #pragma unroll
-                for (int j = 0; j < kCols; ++j) {
-                    const int c = col_of(j, q4), r = 64 * jb + row0;
-                    wst[c * kWRow + r] = __fmul_rn(ot[jb][acc0(j)], sc[j]);
-                    wst[c * kWRow + r + 8] = __fmul_rn(ot[jb][acc1(j)], sc[j]);
-                }
-        }
+                for (int j = 0; j < kCols; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float* w = wst + col_of(j, q4) * kWRow + 64 * jb + row0 + 8 * e;
+                        const float v = __fmul_rn(ot[jb][e ? acc1(j) : acc0(j)], sc[j]);
+                        *w = add ? __fadd_rn(v, *w) : v;
+                    }
+        };
+        if (wg == 1) stage(false);
         mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        if (wg == 0) {
-#pragma unroll
-            for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-                for (int j = 0; j < kCols; ++j) {
-                    const int c = col_of(j, q4), r = 64 * jb + row0;
-                    wst[c * kWRow + r] = __fadd_rn(__fmul_rn(ot[jb][acc0(j)], sc[j]), wst[c * kWRow + r]);
-                    wst[c * kWRow + r + 8] = __fadd_rn(__fmul_rn(ot[jb][acc1(j)], sc[j]), wst[c * kWRow + r + 8]);
-                }
-        }
+        if (wg == 0) stage(true);
         mj_mqa90t_common::store_out<kH, kWRow, 1>(p, wst, Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
     }
 }

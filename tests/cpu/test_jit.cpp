@@ -65,6 +65,18 @@ TEST_CASE("jit: the keys-as-M sparse MQA kernel on the FP8 cache compiles throug
     CHECK_MESSAGE(!std::regex_search(fp8.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), fp8.log);
 }
 
+TEST_CASE("jit: the keys-as-M kernel's persistent grid (PERSIST 1) compiles through NVRTC to its own sm_90a code, without spills") {
+    // Off by default (MLAJIT_MQA_PERSIST), so model_variants does not list it: compiled here by its spec.
+    REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
+    KernelSpec s = sparse_mqa_spec(Arch::parse("sm_90a"), kMqaHopperTile16, false);
+    const CompileOutput one_block_a_token = compile_kernel(prep(s, kernel_files()));
+    s.p[6] = 1;  // PERSIST
+    const CompileOutput persistent = compile_kernel(prep(s, kernel_files()));
+    CHECK(is_elf(persistent.cubin));
+    CHECK(persistent.cubin != one_block_a_token.cubin);
+    CHECK_MESSAGE(!std::regex_search(persistent.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), persistent.log);
+}
+
 TEST_CASE("jit: the sparse MQA key-set pre-pass compiles for both width classes and both caches, without spills") {
     REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
     for (const char* arch : {"sm_80", "sm_90a"})
