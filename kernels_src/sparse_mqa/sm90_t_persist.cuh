@@ -9,12 +9,12 @@
 // warpgroups finish the current one, and the next token's Q loads during the current token's loop.
 //
 // What changes against the one-block-a-token form: each slot's barrier phases count the slot's uses across tokens (tile t of
-// every token still goes to slot t % 2 and warpgroup t % 2, so the sums, and every result bit, are those of that form; a
-// ring numbered across tokens, tried first, gave the warpgroups other tiles of a token after an odd count, and other
-// rounding: H100, 8k, 16 heads, 2.763 ms against 3.100 for that form, rel. L2 1.5e-3 between them); Q has two buffers; the epilogue stages O outside
-// the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its scaled part, warpgroup 0 adds its own in place (the same
-// sum, a + b = b + a, as the two-buffer form), then all 256 threads store. Only with the key-set pre-pass's list (the set is
-// a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
+// every token still goes to slot t % 2 and warpgroup t % 2, so the sums, and every result bit, are those of that form; a ring
+// numbered across tokens, tried first, gave the warpgroups other tiles of a token after an odd count, and other rounding: H100,
+// 8k, 16 heads, 2.763 ms against 3.100 for that form, rel. L2 1.5e-3 between them); Q has two buffers; the epilogue stages O
+// outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its scaled part, warpgroup 0 adds its own in place (the
+// same sum, a + b = b + a, as the two-buffer form), then all 256 threads store. Only with the key-set pre-pass's list (the set
+// is a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
 #pragma once
 
 MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) {
@@ -32,7 +32,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         }
     }
     __syncthreads();
-    // Token of the block's k-th item, and its row of the list (its number within the call).
+    // The token of the block's item i (the launcher's order); token - first is its row of the list.
     auto token = [&](int i) { return first + ntok - 1 - i; };
 
     if (warp >= 8) {
