@@ -9,8 +9,9 @@
 // MN-major (A of O^T: V^T, the first eight 64-column blocks of the same tile); Q [H x 576] and P^T [H x 64]
 // are the B operands.
 //
-// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, PERSIST 0 (PERSIST 1: BLOCK_H 16, bf16), bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16, the
-// same math on tiles the FP8 producer dequantizes (sparse_mqa/sm90_f8_staged.cuh). grid = (tokens, ceil(h / BLOCK_H)),
+// Supported specialization: BLOCK_H 16 or 32, BLOCK_N 64, STAGES 2, bf16 cache; on the FP8 cache (KV_FP8 1) BLOCK_H 16, the
+// same math on tiles the FP8 producer dequantizes (sparse_mqa/sm90_f8_staged.cuh); PERSIST 1 (BLOCK_H 16, bf16, with the key-set
+// pre-pass's list): the persistent grid (sparse_mqa/sm90_t_persist.cuh, min(tokens, SMs) blocks). grid = (tokens, ceil(h / BLOCK_H)),
 // mj_mqa90t_threads(KV_FP8) threads, mj_mqa90t_smem_bytes(BLOCK_H, 64, 2, KV_FP8) bytes of shared memory. Development switch
 // MJ_MQA90T8_FOLD = 1: the FP8 cache's earlier body (sparse_mqa/sm90_t_fp8.cuh: codes as f16, scales folded into fp32
 // sums; 2 to 5 stages, mj_mqa90t8_smem_bytes), which does not round e4m3 * scale to bf16 as the contract says. The runtime
@@ -121,7 +122,8 @@ constexpr int kOffSet = kOffBar + 2 * kS * 8;        // the row's key set
 constexpr int kOffRaw = kOffSet + mj_idx::kSetBytes;  // MJ_MQA90T8_STAGE: the producer warps' raw rings
 constexpr int kRawBytes = kF8Stage ? mj_f8stage::raw_bytes(kProducerWarps) : 0;
 constexpr int kSmem = kOffRaw + kRawBytes;
-static_assert(kSmem - kRawBytes == mj_mqa90t_smem_bytes(kH, kN, kS, 0, MJ_PERSIST) && (!kF8Stage || kRawBytes == mj_mqa90t8_raw_bytes()),
+static_assert(kSmem - kRawBytes == mj_mqa90t_smem_bytes(kH, kN, kS, 0, MJ_PERSIST) &&
+                  (!kF8Stage || kRawBytes == mj_mqa90t8_raw_bytes()),
               "sparse MQA sm90t: layout and mj_mqa90t_smem_bytes disagree");
 static_assert(kOffRaw % 16 == 0, "raw rows are cp.async targets");
 static_assert(kSmem <= 232448 || MJ_MQA90T8_FOLD, "sparse MQA sm90t: over the per-block shared memory of sm_90");
@@ -196,9 +198,9 @@ MJ_DEVICE void gather_rows(const SparseMqaFwdParams& p, unsigned char* tile, con
 // One 64-key tile of math warpgroup wg: tile t of a set of nvalid keys (rows past the set: -inf) in `slot` (full barrier phase
 // `phase`), the warpgroup's it-th tile (the parity of its maxima exchange); Q at shared address sq. S^T, the tile's maxima, the
 // online softmax with P^T stored into the slot's rope block, O^T += V^T P^T; then the slot is released.
-MJ_DEVICE void tile_step(unsigned char* smem, int slot, unsigned phase, int t, int nvalid, int it, unsigned long long* full, unsigned long long* empty,
-                         unsigned sq, float* xmax, float (&ot)[8][kAcc], float (&m)[kCols], float (&l)[kCols], int wg, int wl, int row0,
-                         int q4, int lane, float sl2) {
+MJ_DEVICE void tile_step(unsigned char* smem, int slot, unsigned phase, int t, int nvalid, int it, unsigned long long* full,
+                         unsigned long long* empty, unsigned sq, float* xmax, float (&ot)[8][kAcc], float (&m)[kCols], float (&l)[kCols],
+                         int wg, int wl, int row0, int q4, int lane, float sl2) {
     const unsigned slot_a = mj90::smem_u32(smem + kOffK) + slot * kTileBytes;
     unsigned char* pt = smem + kOffK + slot * kTileBytes + 8 * kBlk;  // P^T [kH][64 keys] in the slot's rope block
     mj90::mbar_wait(&full[slot], phase);
