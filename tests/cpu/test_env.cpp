@@ -72,8 +72,8 @@ TEST_CASE("env: MLAJIT_SMALL_STEP_KEYS, 0 turns the one-launch small steps off")
     CHECK_THROWS(parse_config(env({{"MLAJIT_SMALL_STEP_KEYS", "65537"}})));
 }
 
-TEST_CASE("env: MLAJIT_MQA_PERSIST, 1 turns the persistent sparse MQA grid on") {
-    CHECK_FALSE(parse_config(env({})).mqa_persist);
+TEST_CASE("env: MLAJIT_MQA_PERSIST, on by default, 0 turns the persistent sparse MQA grid off") {
+    CHECK(parse_config(env({})).mqa_persist);
     CHECK_FALSE(parse_config(env({{"MLAJIT_MQA_PERSIST", "0"}})).mqa_persist);
     CHECK(parse_config(env({{"MLAJIT_MQA_PERSIST", "1"}})).mqa_persist);
     CHECK_THROWS(parse_config(env({{"MLAJIT_MQA_PERSIST", "sometimes"}})));

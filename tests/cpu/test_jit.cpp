@@ -3,6 +3,7 @@
 // path gives its clear error.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -66,9 +67,13 @@ TEST_CASE("jit: the keys-as-M sparse MQA kernel on the FP8 cache compiles throug
 }
 
 TEST_CASE("jit: the keys-as-M kernel's persistent grid (PERSIST 1) compiles through NVRTC to its own sm_90a code, without spills") {
-    // Off by default (MLAJIT_MQA_PERSIST), so model_variants does not list it: compiled here by its spec.
     REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
     KernelSpec s = sparse_mqa_spec(Arch::parse("sm_90a"), kMqaHopperTile16, false);
+    // On by default (MLAJIT_MQA_PERSIST), so the warmup of a TP8 model (16 heads) builds it.
+    KernelSpec want = s;
+    want.p[6] = 1;
+    const auto tp8 = model_variants(model_preset("deepseek-v3.2"), {8}, {Arch::parse("sm_90a")});
+    CHECK(std::find(tp8.begin(), tp8.end(), want) != tp8.end());
     const CompileOutput one_block_a_token = compile_kernel(prep(s, kernel_files()));
     s.p[6] = 1;  // PERSIST
     const CompileOutput persistent = compile_kernel(prep(s, kernel_files()));

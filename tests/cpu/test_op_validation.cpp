@@ -284,7 +284,7 @@ TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST=1, the 16-head k
     }
     CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, true), true)).has_value());
     CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
-    ::unsetenv("MLAJIT_MQA_PERSIST");  // the default: off
+    ::setenv("MLAJIT_MQA_PERSIST", "0", 1);
     reload_config();
     CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
     auto a = good_mqa();
@@ -294,6 +294,9 @@ TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST=1, the 16-head k
     REQUIRE(plan_sparse_mqa_prepass(kArch, a, plan, 132).has_value());
     CHECK(plan.grid.x == 300);
     CHECK(plan.spec.p[6] == 0);
+    ::unsetenv("MLAJIT_MQA_PERSIST");  // the default: on
+    reload_config();
+    CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
 }
 
 TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache format") {
