@@ -11,7 +11,9 @@
 // What changes against the one-block-a-token form: each slot's barrier phases count the slot's uses across tokens (tile t of
 // every token still goes to slot t % 2 and warpgroup t % 2, so the sums, and every result bit, are those of that form; a ring
 // numbered across tokens, tried first, gave the warpgroups other tiles of a token after an odd count, and other rounding: H100,
-// 8k, 16 heads, 2.763 ms against 3.100 for that form, rel. L2 1.5e-3 between them); Q has two buffers; the epilogue stages O
+// 8k, 16 heads, 2.763 ms against 3.100 for that form, rel. L2 1.5e-3 between them). This form measured 2.998 against 3.091
+// (H100, session 29; same bits): after a token with an odd tile count warpgroup 0 takes two tiles in a row while warpgroup 1
+// waits, and the in-order producer's next tile 0 waits for slot 0 with slot 1 free. Q has two buffers; the epilogue stages O
 // outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its scaled part, warpgroup 0 adds its own in place (the
 // same sum, a + b = b + a, as the two-buffer form), then all 256 threads store. Only with the key-set pre-pass's list (the set
 // is a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.

@@ -60,8 +60,8 @@ KernelSpec mha_sm90_spec(const Arch& arch, bool masked, bool pingpong);
 KernelSpec mha_spec_for(const Arch& arch, bool masked);
 // kv_fp8 selects the kernels that read the FP8 latent cache (spec parameter KV_FP8: its own cache keys).
 KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8 = false);
-// The persistent-grid form of a sparse MQA kernel where one exists (sm90_t.cuh at 16 heads, bf16 cache) and MLAJIT_MQA_PERSIST=1
-// asks for it: launched with min(tokens, SMs) blocks, only with the key-set pre-pass's list.
+// The persistent-grid form of a sparse MQA kernel where one exists (sm90_t.cuh at 16 heads, bf16 cache) unless
+// MLAJIT_MQA_PERSIST=0: launched with min(tokens, SMs) blocks, only with the key-set pre-pass's list.
 std::optional<KernelSpec> sparse_mqa_persistent_spec(const KernelSpec& s);
 // The sparse MQA key-set pre-pass (sparse_mqa/compact.cuh) for index rows `width` wide (mj_mqa_compact_maxw /
 // mj_mqa_compact_threads pick the specialization).

@@ -177,8 +177,8 @@ std::optional<LaunchPlan<SparseMqaFwdParams>> plan_sparse_mqa_prepass(const Arch
     pre.threads = pre.spec.p[0];
     pre.smem = mj_mqa_compact_smem_bytes(main.params.topk);
     pre.params = main.params;
-    // With the list and MLAJIT_MQA_PERSIST=1, the 16-head keys-as-M kernel (bf16) runs as a persistent grid: at most one block
-    // a SM, each taking tokens b, b + grid, ... (sparse_mqa/sm90_t_persist.cuh; the same results bit for bit).
+    // With the list (unless MLAJIT_MQA_PERSIST=0), the 16-head keys-as-M kernel (bf16) runs as a persistent grid: at most one
+    // block a SM, each taking tokens b, b + grid, ... (sparse_mqa/sm90_t_persist.cuh; the same results bit for bit).
     if (auto ps = sm_count > 0 ? sparse_mqa_persistent_spec(main.spec) : std::nullopt)
         if (main.grid.y == 1) {
             main.spec = *ps;

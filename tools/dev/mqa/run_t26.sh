@@ -1,6 +1,7 @@
 #!/bin/bash
-# Session 29's one call (device time nearly spent on refused starts): run_t25's checks of the persistent grid and of the
-# keys-as-M kernel's even barrier counts, with the closing call's sanitizer step on the library's small shapes alongside.
+# Session 29's one call (device time nearly spent on refused starts; it ran: docs/PERF.md "Session 29"): the checks of the
+# persistent grid and of the keys-as-M kernel's even barrier counts that session 28 had prepared (its run_t25.sh, folded in
+# here), with the closing call's sanitizer step on the library's small shapes alongside.
 # Harness: checks with MQA_PERSIST_BLOCKS=3 (several tokens a block even in the small cases), memcheck / racecheck of the
 # persistent form (2 blocks), 8k timing against the one-block-a-token form. Library (built meanwhile): the sparse MQA suites
 # with MLAJIT_MQA_PERSIST=1 and =0 side by side, compute-sanitizer's four tools on "gpu small shapes*", then mlajit-bench
