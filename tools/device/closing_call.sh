@@ -7,6 +7,7 @@
 #   forced paths, masked vs dense MHA through the library at the goal shapes.
 # Every log goes into $OUT/logs.tgz (the device tool returns at most 8 files of a call, and only the last
 # 12,000 characters of its output), and the summary lines are printed last. Name `.devdeps` in `carry`.
+# QUICK=1 (a call with little device time left, about 3 minutes warm with SOAK_S=60): the GPU suite and the soak only.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/closing}"; logs="$(mktemp -d)"; mkdir -p "$out"  # logs outside $OUT: only the archive comes back
@@ -31,11 +32,11 @@ MLAJIT_CACHE_DIR=/tmp/c3 timeout 280 taskset -c 6-8 $T "--test-case-exclude=$g1,
 MLAJIT_SOAK_SECONDS=${SOAK_S:-150} MLAJIT_SOAK_SHARED_GPU=1 MLAJIT_SOAK_CSV="$logs/soak.csv" MLAJIT_CACHE_DIR=/tmp/c4 \
   timeout 280 taskset -c 12-15 $T '--test-case=gpu soak*' >"$logs/soak.log" 2>&1 & ps=$!
 cs=/usr/local/cuda/bin/compute-sanitizer; command -v compute-sanitizer >/dev/null && cs=$(command -v compute-sanitizer)
-sp=()
+sp=(); quick=${QUICK:-0}
 # racecheck skips cuBLASLt's kernels (nvjet_*): on 2026-12-03 it reported 1,024 hazards at one pair of offsets in
 # nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT, NVIDIA's binary, which we can neither read nor change (its
 # results matched float64 in every test); our kernels are the ones this run must clear.
-for tool in memcheck racecheck synccheck initcheck; do
+[ "$quick" = 1 ] || for tool in memcheck racecheck synccheck initcheck; do
   filt=(); [ $tool = racecheck ] && filt=(--kernel-name-exclude kns=nvjet)
   MLAJIT_CACHE_DIR=/tmp/s_$tool MLAJIT_NVRTC_FLAGS=-lineinfo timeout 280 taskset -c 9-11 "$cs" --tool $tool "${filt[@]}" --error-exitcode 3 \
     $T '--test-case=gpu small shapes*' >"$logs/san_$tool.log" 2>&1 & sp+=($!)
@@ -44,6 +45,8 @@ wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?
 rs=(); for p in "${sp[@]}"; do wait "$p"; rs+=($?); done
 wait $ps; rsoak=$?
 echo "suite, sanitizers, soak done $(since)"
+reco=skipped
+if [ "$quick" != 1 ]; then
 MLAJIT_CACHE_DIR=/tmp/c1 MLAJIT_SKIP_BUILD=1 MLAJIT_BUILD_DIR=build-gpu OUT="$logs/eco" timeout 240 bash tools/bench/host_cost_on_gpu.sh >"$logs/eco.log" 2>&1
 reco=$?; echo "eco rc=$reco $(since)"
 export MLAJIT_CACHE_DIR=/tmp/c1
@@ -53,10 +56,11 @@ done
 timeout 90 build-gpu/mlajit-bench --ops mha,masked --heads 128,16 --s-q 8192 --reps 15 >"$logs/mha_bench.log" 2>&1
 timeout 60 build-gpu/mlajit-bench --ops mha,masked --heads 16 --s-q 16384 --reps 15 >>"$logs/mha_bench.log" 2>&1
 echo "benches done $(since)"
-echo "=== one call, batch (planned vs forced)"; grep -E "^(call_bf16|call_fp8) " "$logs/batch_bench.log"
-echo "=== MHA through the library"; grep -E "^(mha|masked) " "$logs/mha_bench.log"
-echo "=== host cost"; grep -E "api\.|split\.gemm|split\.launch|first\.call_warm|custom op|ctypes function|SUMMARY" "$logs/eco.log" | head -20
+fi
+echo "=== one call, batch (planned vs forced)"; grep -E "^(call_bf16|call_fp8) " "$logs/batch_bench.log" 2>/dev/null
+echo "=== MHA through the library"; grep -E "^(mha|masked) " "$logs/mha_bench.log" 2>/dev/null
+echo "=== host cost"; grep -E "api\.|split\.gemm|split\.launch|first\.call_warm|custom op|ctypes function|SUMMARY" "$logs/eco.log" 2>/dev/null | head -20
 echo "=== soak"; grep -E "FIGURE|test cases" "$logs/soak.log" | cut -c1-700
-echo "=== sanitizers"; for t in memcheck racecheck synccheck initcheck; do echo "$t: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$logs/san_$t.log" | tr '\n' ' ')"; done
+echo "=== sanitizers"; for t in memcheck racecheck synccheck initcheck; do echo "$t: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$logs/san_$t.log" 2>/dev/null | tr '\n' ' ')"; done
 echo "=== suite"; grep -hE "^\[doctest\] (test cases|assertions)" "$logs"/suite?.log
 echo "SUMMARY: suite rc $r1/$r2/$r3 (r2 + 10: suite4, the run without the persistent grid), sanitizers rc ${rs[*]} (memcheck racecheck synccheck initcheck), soak rc $rsoak, eco rc $reco ($(since)); logs in logs.tgz"
