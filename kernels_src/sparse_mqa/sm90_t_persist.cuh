@@ -19,6 +19,15 @@
 // is a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
 #pragma once
 
+#ifndef MJ_MQA90T_STREAMS  // development switch, not measured yet: 2 = each slot's tiles gathered by producer warps of its own
+                           // (warps 0-1: the even tiles of every token into slot 0, warps 2-3: the odd tiles into slot 1, 32 rows
+                           // a warp), so that a warpgroup's next tile is not held up behind the other slot's; 1 = the four warps
+                           // take every tile in order (16 rows a warp). The same rows in the same places: the same bits.
+#define MJ_MQA90T_STREAMS 1
+#endif
+static_assert(MJ_MQA90T_STREAMS == 1 || MJ_MQA90T_STREAMS == 2, "MJ_MQA90T_STREAMS: 1 or 2");
+constexpr int kStreams = MJ_MQA90T_STREAMS;
+
 MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int first = p.cu_seqlens_q ? p.cu_seqlens_q[0] : 0;
@@ -29,7 +38,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
     if (tid == 0) {
         if ((mj90::smem_u32(smem) & 1023u) != 0u || p.kept_rows == nullptr) __trap();  // 1 KiB swizzle alignment; the list
         for (int s = 0; s < kS; ++s) {
-            mj90::mbar_init(&full[s], 128);   // one cp.async-completion arrival per producer thread
+            mj90::mbar_init(&full[s], 128 / kStreams);  // one cp.async-completion arrival per thread of the slot's producers
             mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
     }
@@ -41,19 +50,21 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         // ---- producer: tile t of each of the block's tokens into slot t % kS ----
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
-        constexpr int kR = kN / 4;
+        // Streams 2: this warp serves slot pw / 2 only, half of each of its tiles (row block pw % 2 of kN / 2 rows).
+        constexpr int kR = kN * kStreams / 4;
+        const int first_slot = kStreams == 2 ? pw >> 1 : 0, rb = kStreams == 2 ? pw & 1 : pw;
         int uses0 = 0, uses1 = 0;  // tiles that went through slot 0 / 1 so far
         for (int i = blockIdx.x; i < ntok; i += gridDim.x) {
             const int slot_row = token(i) - first;
             const unsigned* kept = p.kept_rows + (mj_i64)slot_row * p.kept_stride;
             const int nvalid = p.kept_count[slot_row];
             const int ntiles = (nvalid + kN - 1) / kN;
-            for (int t = 0; t < ntiles; ++t) {
-                const int slot = t & 1, uses = slot ? uses1 : uses0;
-                const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
+            for (int t = first_slot; t < ntiles; t += kStreams) {
+                const int slot = kStreams == 2 ? first_slot : t & 1, uses = slot ? uses1 : uses0;
+                const int c = t * kN + rb * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
                 const unsigned char* mine = c < nvalid ? mj_idx::units_row(p, kept[c]) : nullptr;
                 if (uses > 0) mj90::mbar_wait(&empty[slot], (unsigned)((uses - 1) & 1));
-                gather_rows(p, smem + kOffK + slot * kTileBytes, mine, pw, lane);
+                gather_rows<kR>(p, smem + kOffK + slot * kTileBytes, mine, rb, lane);
                 mj90::cp_async_mbar_arrive_noinc(&full[slot]);
                 if (slot) ++uses1; else ++uses0;
             }

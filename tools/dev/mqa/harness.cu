@@ -66,7 +66,8 @@ static const Cfg kCfgs[] = {
 #undef ENTRY
 };
 // "_pre" configs: the key-set pre-pass before the kernel; base_tag: the same config without it. A persistent-grid config
-// ("per" in the tag, CFG_PERSIST) is compared with the same tag without "per" (h16sm90tper_pre with h16sm90t_pre).
+// ("per" in the tag, CFG_PERSIST; "per2": its two producer streams) is compared with the same tag without it (h16sm90tper_pre
+// and h16sm90tper2_pre with h16sm90t_pre).
 static bool is_pre(const Cfg& c) {
     const size_t n = strlen(c.tag);
     return n > 4 && !strcmp(c.tag + n - 4, "_pre");
@@ -74,7 +75,7 @@ static bool is_pre(const Cfg& c) {
 static std::string base_tag(const Cfg& c) {
     std::string t(c.tag);
     const size_t per = t.find("per");
-    if (per != std::string::npos) return t.erase(per, 3);
+    if (per != std::string::npos) return t.erase(per, t.compare(per, 4, "per2") == 0 ? 4 : 3);
     return is_pre(c) ? t.substr(0, t.size() - 4) : t;
 }
 
