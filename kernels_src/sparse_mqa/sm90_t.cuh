@@ -178,6 +178,22 @@ MJ_DEVICE void clear_softmax(float (&ot)[8][kAcc], float (&m)[kCols], float (&l)
     for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
 }
 
+// A warpgroup's O^T scaled by its merge factors sc into fp32 [kH][kWRow] at w (padded rows: the fragments' column-wise stores
+// hit distinct banks), stored, or with add added to what w holds (no fused multiply-add: the product is rounded first, as a
+// store of it alone rounds it, so one buffer summed in place gives the bits of two buffers summed later).
+MJ_DEVICE void stage_o(float* w, const float (&ot)[8][kAcc], const float (&sc)[kCols], int q4, int row0, bool add) {
+#pragma unroll
+    for (int jb = 0; jb < 8; ++jb)
+#pragma unroll
+        for (int j = 0; j < kCols; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float* x = w + col_of(j, q4) * kWRow + 64 * jb + row0 + 8 * e;
+                const float v = __fmul_rn(ot[jb][e ? acc1(j) : acc0(j)], sc[j]);
+                *x = add ? __fadd_rn(v, *x) : v;
+            }
+}
+
 // Producer warp pw's rows of a bf16 tile, kR of them from row kR pw on (kR <= 32): lane i's `mine` is row i's latent row (nullptr
 // past the key set: zeros), each row copied by the whole warp, 512 contiguous bytes an instruction.
 template <int kR = kN / 4>
@@ -393,17 +409,8 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     // ---- epilogue: merge the two warpgroups' softmaxes; lse / max_logits; O normalized and stored ----
     float sc[kCols], Lt[kCols], mt[kCols];
     mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
-    // Each warpgroup's scaled O^T into the ring as fp32 [kH][kWRow] (padded rows: the column-wise stores of the
-    // fragments hit distinct banks), then both added by all 256 threads with 16-byte output stores.
-    float* w = (float*)(smem + kOffK) + wg * kH * kWRow;
-#pragma unroll
-    for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            const int c = col_of(j, q4), r = 64 * jb + row0;
-            w[c * kWRow + r] = ot[jb][acc0(j)] * sc[j];
-            w[c * kWRow + r + 8] = ot[jb][acc1(j)] * sc[j];
-        }
+    // Each warpgroup's scaled O^T into the ring, then both added by all 256 threads with 16-byte output stores.
+    stage_o((float*)(smem + kOffK) + wg * kH * kWRow, ot, sc, q4, row0, false);
     mj_mqa90t_common::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2,
                                            kBarEnd);
 }

@@ -1,5 +1,5 @@
 // Sparse MQA prefill, Hopper tier, keys as M (sparse_mqa/sm90_t.cuh): the persistent grid (the spec's PERSIST = 1). Included
-// by sm90_t.cuh inside namespace mj_mqa90t, after tile_step and gather_rows.
+// by sm90_t.cuh inside namespace mj_mqa90t, after tile_step, gather_rows and stage_o.
 //
 // Why: with one block a token and one block a SM (the ring takes most of shared memory), every token pays its ramp alone:
 // the block's launch and Q load, then the first tile's whole gather latency before any math, then the epilogue with the
@@ -110,23 +110,9 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         // ---- epilogue: the two softmaxes merged; warpgroup 1's scaled O staged, warpgroup 0's added to it; stored ----
         float sc[kCols], Lt[kCols], mt[kCols];
         mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
-        // This warpgroup's scaled O^T into the staging, stored (add false) or added to what is there (no fused multiply-add:
-        // the product is rounded first, as the two-buffer form's stores round it).
-        auto stage = [&](bool add) {
-#pragma unroll
-            for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-                for (int j = 0; j < kCols; ++j)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        float* w = wst + col_of(j, q4) * kWRow + 64 * jb + row0 + 8 * e;
-                        const float v = __fmul_rn(ot[jb][e ? acc1(j) : acc0(j)], sc[j]);
-                        *w = add ? __fadd_rn(v, *w) : v;
-                    }
-        };
-        if (wg == 1) stage(false);
+        if (wg == 1) stage_o(wst, ot, sc, q4, row0, false);
         mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        if (wg == 0) stage(true);
+        if (wg == 0) stage_o(wst, ot, sc, q4, row0, true);
         mj_mqa90t_common::store_out<kH, kWRow, 1>(p, wst, Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
     }
 }
