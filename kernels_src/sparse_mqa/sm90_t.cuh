@@ -178,10 +178,18 @@ MJ_DEVICE void clear_softmax(float (&ot)[8][kAcc], float (&m)[kCols], float (&l)
     for (int j = 0; j < kCols; ++j) m[j] = MJ_NEG_INF, l[j] = 0.f;
 }
 
-// A warpgroup's O^T scaled by its merge factors sc into fp32 [kH][kWRow] at w (padded rows: the fragments' column-wise stores
-// hit distinct banks), stored, or with add added to what w holds (no fused multiply-add: the product is rounded first, as a
-// store of it alone rounds it, so one buffer summed in place gives the bits of two buffers summed later).
-MJ_DEVICE void stage_o(float* w, const float (&ot)[8][kAcc], const float (&sc)[kCols], int q4, int row0, bool add) {
+// How stage_o writes a warpgroup's O^T into the fp32 staging buffer.
+enum StageMode {
+    kStageScaled,      // O^T sc stored
+    kStageAdd,         // O^T sc added to what the buffer holds (the other warpgroup's scaled O^T)
+    kStageRaw,         // O^T stored unscaled (the persistent grid's hand-over, MJ_MQA90T_MERGE)
+    kStageAddScaled,   // O^T sc added to what the buffer holds times sc_w (the other warpgroup's unscaled O^T and factors)
+};
+// A warpgroup's O^T into fp32 [kH][kWRow] at w (padded rows: the fragments' column-wise stores hit distinct banks) as MODE says.
+// No fused multiply-add: every product is rounded first, as a store of it alone rounds it, so one buffer summed in place gives
+// the bits of two buffers summed later, whichever warpgroup scales the staged part.
+template <StageMode MODE>
+MJ_DEVICE void stage_o(float* w, const float (&ot)[8][kAcc], const float (&sc)[kCols], const float (&sc_w)[kCols], int q4, int row0) {
 #pragma unroll
     for (int jb = 0; jb < 8; ++jb)
 #pragma unroll
@@ -189,8 +197,15 @@ MJ_DEVICE void stage_o(float* w, const float (&ot)[8][kAcc], const float (&sc)[k
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 float* x = w + col_of(j, q4) * kWRow + 64 * jb + row0 + 8 * e;
-                const float v = __fmul_rn(ot[jb][e ? acc1(j) : acc0(j)], sc[j]);
-                *x = add ? __fadd_rn(v, *x) : v;
+                const float o = ot[jb][e ? acc1(j) : acc0(j)];
+                if constexpr (MODE == kStageRaw) {
+                    *x = o;
+                    continue;
+                }
+                const float v = __fmul_rn(o, sc[j]);
+                if constexpr (MODE == kStageScaled) *x = v;
+                if constexpr (MODE == kStageAdd) *x = __fadd_rn(v, *x);
+                if constexpr (MODE == kStageAddScaled) *x = __fadd_rn(v, __fmul_rn(*x, sc_w[j]));
             }
 }
 
@@ -410,7 +425,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90t::kThreads, 1) mlajit_spar
     float sc[kCols], Lt[kCols], mt[kCols];
     mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
     // Each warpgroup's scaled O^T into the ring, then both added by all 256 threads with 16-byte output stores.
-    stage_o((float*)(smem + kOffK) + wg * kH * kWRow, ot, sc, q4, row0, false);
+    stage_o<kStageScaled>((float*)(smem + kOffK) + wg * kH * kWRow, ot, sc, sc, q4, row0);
     mj_mqa90t_common::store_out<kH, kWRow>(p, (const float*)(smem + kOffK), Lt, mt, tok, head0, tid, wg, wl, lane, sl2,
                                            kBarEnd);
 }

@@ -27,6 +27,82 @@
 #endif
 static_assert(MJ_MQA90T_STREAMS == 1 || MJ_MQA90T_STREAMS == 2, "MJ_MQA90T_STREAMS: 1 or 2");
 constexpr int kStreams = MJ_MQA90T_STREAMS;
+#ifndef MJ_MQA90T_MERGE  // development switch, not measured yet: 1 = warpgroup 1 hands its unscaled O^T, maxima and row sums
+                         // over at a token's end and goes on to its next tile; warpgroup 0 merges and stores alone (math_merged)
+#define MJ_MQA90T_MERGE 0
+#endif
+constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
+
+// MJ_MQA90T_MERGE = 1: the math warpgroups without a barrier between them. At a token's end warpgroup 0 waits for warpgroup 1's
+// hand-over, never the other way round, so warpgroup 1 can run up to one token ahead and keep slot 1's tiles moving while
+// warpgroup 0 finishes the last tile of an odd count and the epilogue. The same operations as the 256-thread epilogue (merge
+// factors from both warpgroups' maxima and sums, warpgroup 1's part times its factor added to warpgroup 0's: stage_o), so the same
+// bits. Hand-overs by mbarriers in the key-set area, which the persistent form does not use: qfull[2] (Q buffer b's cp.async
+// loads, issued by warpgroup 0 alone, 128 arrivals), staged (warpgroup 1's O^T, m and sums written, 128 arrivals), freed
+// (warpgroup 0 has read them, 128 arrivals).
+constexpr int kOffQFull = kOffSet, kOffStaged = kOffSet + 16, kOffFreed = kOffSet + 24;
+static_assert(!kMerge || mj_idx::kSetBytes >= 32, "the hand-over barriers live in the key-set area");
+
+MJ_DEVICE void math_merged(const SparseMqaFwdParams& p, unsigned char* smem, int first, int ntok, int head0,
+                           unsigned long long* full, unsigned long long* empty) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);  // warp-uniform for ptxas (see sm90_t.cuh)
+    const int wl = warp & 3, row0 = wl * 16 + (lane >> 2), q4 = lane & 3;
+    const float sl2 = p.sm_scale_log2;
+    float* xmax = (float*)(smem + kOffX) + wg * 8 * kH;
+    float* wst = (float*)(smem + kOffW);  // warpgroup 1's unscaled O^T, then the merged O, [kH][kWRow] fp32
+    float* e_l = (float*)(smem + kOffE);
+    unsigned long long* qfull = (unsigned long long*)(smem + kOffQFull);
+    unsigned long long* staged = (unsigned long long*)(smem + kOffStaged);
+    unsigned long long* freed = (unsigned long long*)(smem + kOffFreed);
+    auto token = [&](int i) { return first + ntok - 1 - i; };
+    // The block's k-th token's Q into buffer k & 1, by warpgroup 0: when it issues token k + 1's load at token k's start, both
+    // warpgroups are done with token k - 1, the buffer's last reader (warpgroup 1 handed over k - 1 after its last tile).
+    auto load_q = [&](int k, int i) {
+        mj_tile90::load_q<kH, 128>(p, token(i), head0, smem + kOffQ + (k & 1) * 9 * kQBlk, tid);
+        mj90::cp_async_mbar_arrive_noinc(&qfull[k & 1]);
+    };
+    if (wg == 0 && (int)blockIdx.x < ntok) load_q(0, blockIdx.x);
+    int it = 0, k = 0;
+    for (int i = blockIdx.x; i < ntok; i += gridDim.x, ++k) {
+        const int tok = token(i);
+        if (wg == 0 && i + (int)gridDim.x < ntok) load_q(k + 1, i + gridDim.x);
+        mj90::mbar_wait(&qfull[k & 1], (unsigned)((k >> 1) & 1));
+        mj90::fence_proxy_async();  // Q, written by cp.async, is read by wgmma
+        const unsigned sq = mj90::smem_u32(smem + kOffQ) + (k & 1) * 9 * kQBlk;
+        const int nvalid = __shfl_sync(0xffffffffu, p.kept_count[tok - first], 0);
+        const int ntiles = (nvalid + kN - 1) / kN;
+
+        float ot[8][kAcc], m[kCols], l[kCols];
+        clear_softmax(ot, m, l);
+        for (int t = wg; t < ntiles; t += 2, ++it)
+            tile_step(smem, wg, (unsigned)(it & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
+
+        float sc[kCols], scw[kCols], Lt[kCols], mt[kCols];
+        if (wg == 1) {
+            // ---- hand-over: once warpgroup 0 has read the previous token's ----
+            if (k > 0) mj90::mbar_wait(freed, (unsigned)((k - 1) & 1));
+            mj_mqa90t_common::publish_softmax<kH>(l, m, e_l, 1, wl, lane);
+            stage_o<kStageRaw>(wst, ot, sc, sc, q4, row0);
+            mj90::mbar_arrive(staged);
+            continue;
+        }
+        // ---- warpgroup 0: merge, add warpgroup 1's part scaled, store ----
+        mj_mqa90t_common::publish_softmax<kH>(l, m, e_l, 0, wl, lane);
+        mj90::named_bar_sync_unaligned(1, 128);  // its 4 warps' sums, read by every warp below
+        mj90::mbar_wait(staged, (unsigned)(k & 1));
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+            float fa, fb, inv;
+            mj_mqa90t_common::merge_column<kH>(e_l, col_of(j, q4), sl2, fa, fb, Lt[j], inv, mt[j]);
+            sc[j] = fa * inv;
+            scw[j] = fb * inv;
+        }
+        stage_o<kStageAddScaled>(wst, ot, sc, scw, q4, row0);
+        mj_mqa90t_common::store_out<kH, kWRow, 1, 128>(p, wst, Lt, mt, tok, head0, tid, 0, wl, lane, sl2, 1);
+        mj90::mbar_arrive(freed);  // each thread's reads of wst and e_l ordered before its arrival; the phase needs all 128
+    }
+}
 
 MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -40,6 +116,10 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         for (int s = 0; s < kS; ++s) {
             mj90::mbar_init(&full[s], 128 / kStreams);  // one cp.async-completion arrival per thread of the slot's producers
             mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
+        }
+        if (kMerge) {
+            unsigned long long* hand = (unsigned long long*)(smem + kOffQFull);  // qfull[2], staged, freed
+            for (int b = 0; b < 4; ++b) mj90::mbar_init(&hand[b], 128);
         }
     }
     __syncthreads();
@@ -74,6 +154,11 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
     }
 
     // ---- math warpgroups ----
+    if constexpr (kMerge) {
+        mj90::setmaxnreg_inc<kMathRegs>();
+        math_merged(p, smem, first, ntok, head0, full, empty);
+        return;
+    }
     const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);  // warp-uniform for ptxas (see sm90_t.cuh)
     mj90::setmaxnreg_inc<kMathRegs>();
     const int wl = warp & 3;
@@ -110,9 +195,9 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         // ---- epilogue: the two softmaxes merged; warpgroup 1's scaled O staged, warpgroup 0's added to it; stored ----
         float sc[kCols], Lt[kCols], mt[kCols];
         mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
-        if (wg == 1) stage_o(wst, ot, sc, q4, row0, false);
+        if (wg == 1) stage_o<kStageScaled>(wst, ot, sc, sc, q4, row0);
         mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        if (wg == 0) stage_o(wst, ot, sc, q4, row0, true);
+        if (wg == 0) stage_o<kStageAdd>(wst, ot, sc, sc, q4, row0);
         mj_mqa90t_common::store_out<kH, kWRow, 1>(p, wst, Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
     }
 }
