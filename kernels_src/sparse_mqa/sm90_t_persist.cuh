@@ -32,6 +32,25 @@ constexpr int kStreams = MJ_MQA90T_STREAMS;
 #define MJ_MQA90T_MERGE 0
 #endif
 constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
+#ifndef MJ_MQA90T_RING  // development switch, not measured yet: 1 = the block's tiles numbered across its tokens, tile g in slot
+                        // g % 2 (the producer never waits for one slot while the other is free), warpgroup t % 2 still taking
+                        // tile t of each token (the one-block form's sums, so its bits); 0 = tile t of each token in slot t % 2
+#define MJ_MQA90T_RING 0
+#endif
+constexpr bool kRing = MJ_MQA90T_RING != 0;
+static_assert(!kRing || kStreams == 1, "MJ_MQA90T_RING: one producer stream");
+
+// Tile t of the block's current token (g0: the tiles of its earlier tokens; it: the tiles the warpgroup took before): its slot
+// and that slot's use count (the full barrier's phase is its parity).
+MJ_DEVICE void tile_place(int g0, int t, int wg, int it, int& slot, int& use) {
+    if constexpr (kRing) {
+        slot = (g0 + t) & 1;
+        use = (g0 + t) >> 1;
+    } else {
+        slot = wg;
+        use = it;
+    }
+}
 
 // MJ_MQA90T_MERGE = 1: the math warpgroups without a barrier between them. At a token's end warpgroup 0 waits for warpgroup 1's
 // hand-over, never the other way round, so warpgroup 1 can run up to one token ahead and keep slot 1's tiles moving while
@@ -63,7 +82,7 @@ MJ_DEVICE void math_merged(const SparseMqaFwdParams& p, unsigned char* smem, int
         mj90::cp_async_mbar_arrive_noinc(&qfull[k & 1]);
     };
     if (wg == 0 && (int)blockIdx.x < ntok) load_q(0, blockIdx.x);
-    int it = 0, k = 0;
+    int it = 0, k = 0, g0 = 0;  // g0: the block's tiles before this token (tile_place)
     for (int i = blockIdx.x; i < ntok; i += gridDim.x, ++k) {
         const int tok = token(i);
         if (wg == 0 && i + (int)gridDim.x < ntok) load_q(k + 1, i + gridDim.x);
@@ -75,8 +94,12 @@ MJ_DEVICE void math_merged(const SparseMqaFwdParams& p, unsigned char* smem, int
 
         float ot[8][kAcc], m[kCols], l[kCols];
         clear_softmax(ot, m, l);
-        for (int t = wg; t < ntiles; t += 2, ++it)
-            tile_step(smem, wg, (unsigned)(it & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
+        for (int t = wg; t < ntiles; t += 2, ++it) {
+            int slot, use;
+            tile_place(g0, t, wg, it, slot, use);
+            tile_step(smem, slot, (unsigned)(use & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
+        }
+        g0 += ntiles;
 
         float sc[kCols], scw[kCols], Lt[kCols], mt[kCols];
         if (wg == 1) {
@@ -134,13 +157,14 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         constexpr int kR = kN * kStreams / 4;
         const int first_slot = kStreams == 2 ? pw >> 1 : 0, rb = kStreams == 2 ? pw & 1 : pw;
         int uses0 = 0, uses1 = 0;  // tiles that went through slot 0 / 1 so far
+        int g0 = 0;                // the ring's tiles before this token (MJ_MQA90T_RING)
         for (int i = blockIdx.x; i < ntok; i += gridDim.x) {
             const int slot_row = token(i) - first;
             const unsigned* kept = p.kept_rows + (mj_i64)slot_row * p.kept_stride;
             const int nvalid = p.kept_count[slot_row];
             const int ntiles = (nvalid + kN - 1) / kN;
             for (int t = first_slot; t < ntiles; t += kStreams) {
-                const int slot = kStreams == 2 ? first_slot : t & 1, uses = slot ? uses1 : uses0;
+                const int slot = kStreams == 2 ? first_slot : kRing ? (g0 + t) & 1 : t & 1, uses = slot ? uses1 : uses0;
                 const int c = t * kN + rb * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
                 const unsigned char* mine = c < nvalid ? mj_idx::units_row(p, kept[c]) : nullptr;
                 if (uses > 0) mj90::mbar_wait(&empty[slot], (unsigned)((uses - 1) & 1));
@@ -148,6 +172,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
                 mj90::cp_async_mbar_arrive_noinc(&full[slot]);
                 if (slot) ++uses1; else ++uses0;
             }
+            g0 += ntiles;
         }
         mj90::cp_async_wait<0>();
         return;
@@ -168,7 +193,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
     float* xmax = (float*)(smem + kOffX) + wg * 8 * kH;
     float* wst = (float*)(smem + kOffW);  // the epilogue's O, [kH][kWRow] fp32
     if ((int)blockIdx.x < ntok) mj_tile90::load_q<kH, 256>(p, token(blockIdx.x), head0, smem + kOffQ, tid);
-    int it = 0, k = 0;  // it: the tiles this warpgroup has taken (its slot's phase, its maxima exchange's parity)
+    int it = 0, k = 0, g0 = 0;  // it: the tiles this warpgroup has taken (its maxima exchange's parity); g0: tile_place
     for (int i = blockIdx.x; i < ntok; i += gridDim.x, ++k) {
         const int tok = token(i);
         // The next token's Q into the other buffer: the previous token's S, its last reader, finished before that token's
@@ -188,8 +213,12 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
 
         float ot[8][kAcc], m[kCols], l[kCols];
         clear_softmax(ot, m, l);
-        for (int t = wg; t < ntiles; t += 2, ++it)
-            tile_step(smem, wg, (unsigned)(it & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
+        for (int t = wg; t < ntiles; t += 2, ++it) {
+            int slot, use;
+            tile_place(g0, t, wg, it, slot, use);
+            tile_step(smem, slot, (unsigned)(use & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
+        }
+        g0 += ntiles;
         even_barrier_counts(wg, ntiles);
 
         // ---- epilogue: the two softmaxes merged; warpgroup 1's scaled O staged, warpgroup 0's added to it; stored ----
