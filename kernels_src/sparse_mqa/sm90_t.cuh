@@ -209,13 +209,11 @@ MJ_DEVICE void stage_o(float* w, const float (&ot)[8][kAcc], const float (&sc)[k
             }
 }
 
-// Producer warp pw's rows of a bf16 tile, kR of them from row kR pw on (kR <= 32): lane i's `mine` is row i's latent row (nullptr
+// Producer warp pw's rows of a bf16 tile, kN / 4 of them from row kN / 4 pw on: lane i's `mine` is row i's latent row (nullptr
 // past the key set: zeros), each row copied by the whole warp, 512 contiguous bytes an instruction.
-template <int kR = kN / 4>
 MJ_DEVICE void gather_rows(const SparseMqaFwdParams& p, unsigned char* tile, const unsigned char* mine, int pw, int lane) {
-    static_assert(kR >= 1 && kR <= 32, "a warp's rows: one a lane at most");
-    constexpr int kUnroll = kR > 16 ? 2 : 4;
-#pragma unroll kUnroll
+    constexpr int kR = kN / 4;
+#pragma unroll 4
     for (int i = 0; i < kR; ++i) {
         const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
         const int r = pw * kR + i;

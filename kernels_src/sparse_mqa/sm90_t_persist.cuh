@@ -12,23 +12,18 @@
 // every token still goes to slot t % 2 and warpgroup t % 2, so the sums, and every result bit, are those of that form; a ring
 // numbered across tokens, tried first, gave the warpgroups other tiles of a token after an odd count, and other rounding: H100,
 // 8k, 16 heads, 2.763 ms against 3.100 for that form, rel. L2 1.5e-3 between them). This form measured 2.998 against 3.091
-// (H100, session 29; same bits): after a token with an odd tile count warpgroup 0 takes two tiles in a row while warpgroup 1
-// waits, and the in-order producer's next tile 0 waits for slot 0 with slot 1 free. Q has two buffers; the epilogue stages O
+// (H100, session 29; same bits): after a token with an odd tile count the in-order producer's next tile 0 waits for slot 0,
+// held by warpgroup 0's last tile, with slot 1 free. Session 30 (H100, 8k, 16 heads, against 3.02 ms for this form): two
+// producer streams, one a slot, 4.15 ms (each tile gathered by two warps on the critical path; removed); warpgroup 0 merging
+// alone (MJ_MQA90T_MERGE) 3.05. MJ_MQA90T_RING takes the producer's wait away; not measured yet. Q has two buffers; the epilogue stages O
 // outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its scaled part, warpgroup 0 adds its own in place (the
 // same sum, a + b = b + a, as the two-buffer form), then all 256 threads store. Only with the key-set pre-pass's list (the set
 // is a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
 #pragma once
 
-#ifndef MJ_MQA90T_STREAMS  // development switch, not measured yet: 2 = each slot's tiles gathered by producer warps of its own
-                           // (warps 0-1: the even tiles of every token into slot 0, warps 2-3: the odd tiles into slot 1, 32 rows
-                           // a warp), so that a warpgroup's next tile is not held up behind the other slot's; 1 = the four warps
-                           // take every tile in order (16 rows a warp). The same rows in the same places: the same bits.
-#define MJ_MQA90T_STREAMS 1
-#endif
-static_assert(MJ_MQA90T_STREAMS == 1 || MJ_MQA90T_STREAMS == 2, "MJ_MQA90T_STREAMS: 1 or 2");
-constexpr int kStreams = MJ_MQA90T_STREAMS;
-#ifndef MJ_MQA90T_MERGE  // development switch, not measured yet: 1 = warpgroup 1 hands its unscaled O^T, maxima and row sums
-                         // over at a token's end and goes on to its next tile; warpgroup 0 merges and stores alone (math_merged)
+#ifndef MJ_MQA90T_MERGE  // development switch: 1 = warpgroup 1 hands its unscaled O^T, maxima and row sums over at a token's
+                         // end and goes on to its next tile; warpgroup 0 merges and stores alone (math_merged). Same bits, 1 %
+                         // slower on tile t in slot t % 2 (session 30); kept to be tried with MJ_MQA90T_RING
 #define MJ_MQA90T_MERGE 0
 #endif
 constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
@@ -38,7 +33,6 @@ constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
 #define MJ_MQA90T_RING 0
 #endif
 constexpr bool kRing = MJ_MQA90T_RING != 0;
-static_assert(!kRing || kStreams == 1, "MJ_MQA90T_RING: one producer stream");
 
 // Tile t of the block's current token (g0: the tiles of its earlier tokens; it: the tiles the warpgroup took before): its slot
 // and that slot's use count (the full barrier's phase is its parity).
@@ -137,7 +131,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
     if (tid == 0) {
         if ((mj90::smem_u32(smem) & 1023u) != 0u || p.kept_rows == nullptr) __trap();  // 1 KiB swizzle alignment; the list
         for (int s = 0; s < kS; ++s) {
-            mj90::mbar_init(&full[s], 128 / kStreams);  // one cp.async-completion arrival per thread of the slot's producers
+            mj90::mbar_init(&full[s], 128);  // one cp.async-completion arrival per producer thread
             mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
         if (kMerge) {
@@ -153,9 +147,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         // ---- producer: tile t of each of the block's tokens into slot t % kS ----
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
-        // Streams 2: this warp serves slot pw / 2 only, half of each of its tiles (row block pw % 2 of kN / 2 rows).
-        constexpr int kR = kN * kStreams / 4;
-        const int first_slot = kStreams == 2 ? pw >> 1 : 0, rb = kStreams == 2 ? pw & 1 : pw;
+        constexpr int kR = kN / 4;
         int uses0 = 0, uses1 = 0;  // tiles that went through slot 0 / 1 so far
         int g0 = 0;                // the ring's tiles before this token (MJ_MQA90T_RING)
         for (int i = blockIdx.x; i < ntok; i += gridDim.x) {
@@ -163,12 +155,12 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
             const unsigned* kept = p.kept_rows + (mj_i64)slot_row * p.kept_stride;
             const int nvalid = p.kept_count[slot_row];
             const int ntiles = (nvalid + kN - 1) / kN;
-            for (int t = first_slot; t < ntiles; t += kStreams) {
-                const int slot = kStreams == 2 ? first_slot : kRing ? (g0 + t) & 1 : t & 1, uses = slot ? uses1 : uses0;
-                const int c = t * kN + rb * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
+            for (int t = 0; t < ntiles; ++t) {
+                const int slot = kRing ? (g0 + t) & 1 : t & 1, uses = slot ? uses1 : uses0;
+                const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
                 const unsigned char* mine = c < nvalid ? mj_idx::units_row(p, kept[c]) : nullptr;
                 if (uses > 0) mj90::mbar_wait(&empty[slot], (unsigned)((uses - 1) & 1));
-                gather_rows<kR>(p, smem + kOffK + slot * kTileBytes, mine, rb, lane);
+                gather_rows(p, smem + kOffK + slot * kTileBytes, mine, pw, lane);
                 mj90::cp_async_mbar_arrive_noinc(&full[slot]);
                 if (slot) ++uses1; else ++uses0;
             }

@@ -1,3 +1,4 @@
+// Ran in session 30 (docs/PERF.md "Session 30"); per2 / per2m (MJ_MQA90T_STREAMS=2) were removed after it: rebuild at 5a4e269.
 // Session 30: the persistent grid's two development switches against the committed persistent form (per) and one block a
 // token, 16 heads: per2 (MJ_MQA90T_STREAMS=2: producer warps 0-1 gather the even tiles into slot 0, warps 2-3 the odd ones into
 // slot 1), perm (MJ_MQA90T_MERGE=1: warpgroup 1 hands its unscaled O^T, maxima and sums over at a token's end and goes on,

@@ -66,8 +66,8 @@ static const Cfg kCfgs[] = {
 #undef ENTRY
 };
 // "_pre" configs: the key-set pre-pass before the kernel; base_tag: the same config without it. A persistent-grid config
-// ("per" in the tag, CFG_PERSIST; "per2": its two producer streams; "perm" / "per2m": warpgroup 0 merges alone; "perr": the ring numbered across tokens) is compared with
-// the same tag without it (h16sm90tper_pre, h16sm90tper2_pre, h16sm90tper2m_pre with h16sm90t_pre).
+// ("per" in the tag, CFG_PERSIST; "perm": warpgroup 0 merges alone; "perr": the ring numbered across tokens; "perrm": both) is
+// compared with the same tag without it (h16sm90tper_pre, h16sm90tperr_pre, h16sm90tperrm_pre with h16sm90t_pre).
 static bool is_pre(const Cfg& c) {
     const size_t n = strlen(c.tag);
     return n > 4 && !strcmp(c.tag + n - 4, "_pre");
@@ -77,7 +77,7 @@ static std::string base_tag(const Cfg& c) {
     const size_t per = t.find("per");
     if (per != std::string::npos) {
         size_t end = per + 3;
-        while (end < t.size() && (t[end] == '2' || t[end] == 'm' || t[end] == 'r')) ++end;
+        while (end < t.size() && (t[end] == 'm' || t[end] == 'r')) ++end;
         return t.erase(per, end - per);
     }
     return is_pre(c) ? t.substr(0, t.size() - 4) : t;

@@ -1,4 +1,5 @@
 #!/bin/bash
+# Ran in session 30 (docs/PERF.md "Session 30"); per2 / per2m (MJ_MQA90T_STREAMS=2) were removed after it: rebuild at 5a4e269.
 # Session 30: the persistent grid's development switches (configs_t28.h): per2 (two producer streams, prepared in session 29 as
 # run_t27.sh, folded in here), perm (warpgroup 0 merges alone, warpgroup 1 goes on: MJ_MQA90T_MERGE=1) and per2m (both), against
 # the committed persistent form (per) and one block a token, 16 heads. Checks with MQA_PERSIST_BLOCKS=3 (each must give the

@@ -1,11 +1,12 @@
 #!/bin/bash
-# Session 30, second call: the persistent grid's ring numbered across the block's tokens (configs_t29.h; perr, RING=1, made the
-# runtime's default in the same tree so that the library's suites test it in this call), against session 29's committed form
-# (per, RING=0). Harness: checks with MQA_PERSIST_BLOCKS=3 ("same bits" against one block a token), memcheck / racecheck of perr,
-# 8k timing; library (built meanwhile): the sparse MQA suites with the persistent grid on, racecheck / memcheck of "gpu small
-# shapes", mlajit-bench 16 heads (LIB=0: the harness part alone, about a minute). carry ["tools/dev/mqa/build_t29", ".devdeps"]; about 3 minutes.
-# Predicted (H100, 8k, 16 heads, kernel alone): per 3.02 (this session's first call), perr toward the first persistent form's
-# 2.76 (session 28: the same ring, other bits), perrm about perr (merging alone gained nothing in the first call).
+# Session 30, built, not run (the session's device time ran out): the persistent grid's ring numbered across the block's tokens
+# (configs_t29.h; perr, MJ_MQA90T_RING=1; perrm with MJ_MQA90T_MERGE=1 too) against session 29's committed form (per, RING=0) and
+# one block a token. Harness: checks with MQA_PERSIST_BLOCKS=3 ("same bits" against one block a token), memcheck / racecheck of
+# perr, 8k timing twice. Library (built meanwhile; LIB=0 leaves it out, the harness part takes about a minute): RING=1 through
+# MLAJIT_NVRTC_FLAGS (part of the kernel cache key; the runtime's default stays 0): the sparse MQA suites, racecheck / memcheck of
+# "gpu small shapes", mlajit-bench 16 heads with and without it. carry ["tools/dev/mqa/build_t29", ".devdeps"]; about 3 minutes.
+# Predicted (H100, 8k, 16 heads, kernel alone): per 3.02 (session 30's first call), perr toward the first persistent form's
+# 2.76 (session 28: the same ring, other bits), perrm about perr. If perr gives the same bits and is faster: RING 1 by default.
 source "$(dirname "$0")/run_common.sh"
 H=tools/dev/mqa/build_t29/harness
 trap 'tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs' EXIT
@@ -30,18 +31,20 @@ done
 wait $bp; echo "library build rc $? $(el)"
 T=build-gpu/mlajit_gpu_tests
 S='gpu: sparse MQA over heads*,gpu: sparse MQA contract*,gpu: sparse MQA and masked*'
-MLAJIT_MQA_PERSIST=1 MLAJIT_CACHE_DIR=/tmp/c1 timeout 120 taskset -c 0-7 $T "--test-case=$S" > $OUT/logs/suite_p1.log 2>&1 & p1=$!
+MLAJIT_NVRTC_FLAGS=-DMJ_MQA90T_RING=1 MLAJIT_MQA_PERSIST=1 MLAJIT_CACHE_DIR=/tmp/c1 timeout 120 taskset -c 0-7 $T "--test-case=$S" > $OUT/logs/suite_p1.log 2>&1 & p1=$!
 sp=()
 for tool in memcheck racecheck; do
   filt=(); [ $tool = racecheck ] && filt=(--kernel-name-exclude kns=nvjet)
-  MLAJIT_MQA_PERSIST=1 MLAJIT_CACHE_DIR=/tmp/s_$tool MLAJIT_NVRTC_FLAGS=-lineinfo timeout 120 taskset -c 8-15 compute-sanitizer --tool $tool \
+  MLAJIT_MQA_PERSIST=1 MLAJIT_CACHE_DIR=/tmp/s_$tool MLAJIT_NVRTC_FLAGS="-lineinfo -DMJ_MQA90T_RING=1" timeout 120 taskset -c 8-15 compute-sanitizer --tool $tool \
     "${filt[@]}" --error-exitcode 3 $T '--test-case=gpu small shapes*' > $OUT/logs/san_$tool.log 2>&1 & sp+=($!)
 done
 wait $p1; r1=$?
 rs=(); for p in "${sp[@]}"; do wait "$p"; rs+=($?); done
-echo "suite rc persist=1 $r1; sanitizers rc ${rs[*]} (memcheck racecheck) $(el)"
+echo "suite rc (RING=1) $r1; sanitizers rc ${rs[*]} (memcheck racecheck) $(el)"
 grep -hE "^\[doctest\] (test cases|assertions)" $OUT/logs/suite_p1.log
 for t in memcheck racecheck; do echo "$t: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' $OUT/logs/san_$t.log | tr '\n' ' ')"; done
-MLAJIT_CACHE_DIR=/tmp/c1 timeout 40 build-gpu/mlajit-bench --ops mqa,mqa-nows --heads 16 --s-q 8192 --topk 2048 --reps 10 \
-  --csv $OUT/logs/mqa_bench.csv > $OUT/logs/mqa_bench.log 2>&1
-echo "bench rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench.csv
+for ring in 1 0; do
+  MLAJIT_NVRTC_FLAGS=-DMJ_MQA90T_RING=$ring MLAJIT_CACHE_DIR=/tmp/c1 timeout 40 build-gpu/mlajit-bench --ops mqa,mqa-nows --heads 16 --s-q 8192 \
+    --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench_r$ring.csv > $OUT/logs/mqa_bench_r$ring.log 2>&1
+  echo "bench RING=$ring rc $? $(el)"; cut -d, -f3-4,6,9,10,13 $OUT/logs/mqa_bench_r$ring.csv
+done
