@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call that does as much of a session's device work as its time allows (BUDGET seconds, default 570): the harness
-# run RUN (default tools/dev/mqa/run_t29.sh, at most RUN_S seconds, default 280), on an H200 the planner's calibration (calibrate_call.sh), then the closing call
-# (closing_call.sh: whole with SOAK_S 90 where 330 s are left, QUICK with SOAK_S 45 where 150 are). Logs under $OUT/run,
-# $OUT/cal, $OUT/close (one logs.tgz each). Name in `carry` what RUN needs and `.devdeps`.
+# run RUN (default tools/dev/mqa/run_t29.sh, at most RUN_S seconds, default 280), on an H200 the planner's calibration
+# (calibrate_call.sh), then the closing call (closing_call.sh: whole with SOAK_S 90 where 330 s are left, QUICK with SOAK_S 45
+# where 150 are). Logs under $OUT/run, $OUT/cal, $OUT/close (one logs.tgz each). Name in `carry` what RUN needs and `.devdeps`.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 top="${OUT:-/tmp/session_call}"; mkdir -p "$top/run" "$top/cal" "$top/close"
