@@ -46,6 +46,20 @@ MJ_DEVICE void tile_place(int g0, int t, int wg, int it, int& slot, int& use) {
     }
 }
 
+// Warpgroup wg's part of a token of nvalid keys in ntiles tiles: its softmax cleared, then tiles wg, wg + 2, ... from where
+// tile_place finds them; g0 and it advanced past the token.
+MJ_DEVICE void token_tiles(unsigned char* smem, int nvalid, int ntiles, int& g0, int& it, unsigned long long* full,
+                           unsigned long long* empty, unsigned sq, float* xmax, float (&ot)[8][kAcc], float (&m)[kCols],
+                           float (&l)[kCols], int wg, int wl, int row0, int q4, int lane, float sl2) {
+    clear_softmax(ot, m, l);
+    for (int t = wg; t < ntiles; t += 2, ++it) {
+        int slot, use;
+        tile_place(g0, t, wg, it, slot, use);
+        tile_step(smem, slot, (unsigned)(use & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
+    }
+    g0 += ntiles;
+}
+
 // MJ_MQA90T_MERGE = 1: the math warpgroups without a barrier between them. At a token's end warpgroup 0 waits for warpgroup 1's
 // hand-over, never the other way round, so warpgroup 1 can run up to one token ahead and keep slot 1's tiles moving while
 // warpgroup 0 finishes the last tile of an odd count and the epilogue. The same operations as the 256-thread epilogue (merge
@@ -87,13 +101,7 @@ MJ_DEVICE void math_merged(const SparseMqaFwdParams& p, unsigned char* smem, int
         const int ntiles = (nvalid + kN - 1) / kN;
 
         float ot[8][kAcc], m[kCols], l[kCols];
-        clear_softmax(ot, m, l);
-        for (int t = wg; t < ntiles; t += 2, ++it) {
-            int slot, use;
-            tile_place(g0, t, wg, it, slot, use);
-            tile_step(smem, slot, (unsigned)(use & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
-        }
-        g0 += ntiles;
+        token_tiles(smem, nvalid, ntiles, g0, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
 
         float sc[kCols], scw[kCols], Lt[kCols], mt[kCols];
         if (wg == 1) {
@@ -204,13 +212,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         const int ntiles = (nvalid + kN - 1) / kN;
 
         float ot[8][kAcc], m[kCols], l[kCols];
-        clear_softmax(ot, m, l);
-        for (int t = wg; t < ntiles; t += 2, ++it) {
-            int slot, use;
-            tile_place(g0, t, wg, it, slot, use);
-            tile_step(smem, slot, (unsigned)(use & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
-        }
-        g0 += ntiles;
+        token_tiles(smem, nvalid, ntiles, g0, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
         even_barrier_counts(wg, ntiles);
 
         // ---- epilogue: the two softmaxes merged; warpgroup 1's scaled O staged, warpgroup 0's added to it; stored ----
