@@ -152,7 +152,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
     auto token = [&](int i) { return first + ntok - 1 - i; };
 
     if (warp >= 8) {
-        // ---- producer: tile t of each of the block's tokens into slot t % kS ----
+        // ---- producer: tile t of each of the block's tokens into slot t % 2 (MJ_MQA90T_RING: tile g of the block into g % 2) ----
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
         constexpr int kR = kN / 4;
