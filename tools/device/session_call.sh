@@ -9,6 +9,8 @@ top="${OUT:-/tmp/session_call}"; mkdir -p "$top/run" "$top/cal" "$top/close"
 t0=$(date +%s); left() { echo $(( ${BUDGET:-570} - ($(date +%s) - t0) )); }
 OUT="$top/run" timeout "${RUN_S:-280}" bash "${RUN:-tools/dev/mqa/run_t29.sh}"
 echo "=== run done, $(left) s left"
+# A run may decide the rest of the call's settings (run_t29.sh: the ring where it won and passed).
+[ -f "$top/run/ring.env" ] && { source "$top/run/ring.env"; echo "=== from the run: MLAJIT_NVRTC_FLAGS=${MLAJIT_NVRTC_FLAGS:-}"; }
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 280 ]; then
   OUT="$top/cal" timeout 270 bash tools/device/calibrate_call.sh
   echo "=== calibration done, $(left) s left"

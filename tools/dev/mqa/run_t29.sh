@@ -43,6 +43,16 @@ rs=(); for p in "${sp[@]}"; do wait "$p"; rs+=($?); done
 echo "suite rc (RING=1) $r1; sanitizers rc ${rs[*]} (memcheck racecheck) $(el)"
 grep -hE "^\[doctest\] (test cases|assertions)" $OUT/logs/suite_p1.log
 for t in memcheck racecheck; do echo "$t: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' $OUT/logs/san_$t.log | tr '\n' ' ')"; done
+# The decision session_call.sh reads ($OUT/ring.env): the ring for the rest of the call where perr gave the same bits in every
+# check per passed, was at least 1 % faster in both timing runs, and the library's suite and both sanitizers passed with it.
+ms() { awk -v c="$1" 'index($0, c " ") == 1 { print $3 }' $OUT/logs/b16_$2.log; }
+same_per=$(grep -c "h16sm90tper_pre PASS" $OUT/logs/check.log); same_perr=$(grep -c "h16sm90tperr_pre PASS.*same bits" $OUT/logs/check.log)
+faster=1; for rep in 1 2; do
+  awk -v a="$(ms h16sm90tperr_pre $rep)" -v b="$(ms h16sm90tper_pre $rep)" 'BEGIN { exit !(a > 0 && b > 0 && a < 0.99 * b) }' || faster=0
+done
+if [ "$same_per" -gt 0 ] && [ "$same_perr" = "$same_per" ] && [ "$faster" = 1 ] && [ "$r1" = 0 ] && [ "${rs[*]}" = "0 0" ]; then
+  echo "export MLAJIT_NVRTC_FLAGS=-DMJ_MQA90T_RING=1" > $OUT/ring.env; echo "DECISION: ring on for the rest of the call"
+else echo "DECISION: ring off (same bits $same_perr of $same_per, faster $faster, suite $r1, sanitizers ${rs[*]})"; fi
 for ring in 1 0; do
   MLAJIT_NVRTC_FLAGS=-DMJ_MQA90T_RING=$ring MLAJIT_CACHE_DIR=/tmp/c1 timeout 40 build-gpu/mlajit-bench --ops mqa,mqa-nows --heads 16 --s-q 8192 \
     --topk 2048 --reps 10 --csv $OUT/logs/mqa_bench_r$ring.csv > $OUT/logs/mqa_bench_r$ring.log 2>&1
