@@ -34,8 +34,25 @@ constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
 #endif
 constexpr bool kRing = MJ_MQA90T_RING != 0;
 
+// The ring form's full barriers for a slot's odd uses (full[slot] takes the even ones), in the key-set area, which the
+// persistent form does not use. Why two a slot: with MJ_MQA90T_MERGE warpgroup 1 runs up to a token ahead of warpgroup 0, and
+// in the ring a slot's previous use may be warpgroup 0's tile, not yet gathered when warpgroup 1 waits for its own. With one
+// barrier a slot that wait would be two phases ahead and its parity would match the phase before: it passed at once, read a
+// stale tile and released the slot early (session 31, H200: one hang in two 8k runs and in the checks' batched case).
+// Alternating barriers put the slot's use u - 2 between the waiter and its phase, and that tile is always gathered: a
+// warpgroup's previous tile is u - 1's or later (within a token its own tile g - 2; at a token's start its last tile of the
+// previous token, or, for warpgroup 1 one token ahead, every tile up to warpgroup 0's last finished token).
+constexpr int kOffFullOdd = kOffSet + 32;  // after the hand-over barriers (math_merged)
+static_assert(!kRing || mj_idx::kSetBytes >= 32 + 8 * kS, "the ring's odd-use barriers live in the key-set area");
+
+// The full barriers (one a slot) that a slot's use-th tile completes, and the phase it completes there.
+MJ_DEVICE unsigned long long* full_bars(unsigned long long* full, int use) {
+    return kRing && (use & 1) ? (unsigned long long*)((unsigned char*)full - kOffBar + kOffFullOdd) : full;
+}
+MJ_DEVICE unsigned use_phase(int use) { return (unsigned)((kRing ? use >> 1 : use) & 1); }
+
 // Tile t of the block's current token (g0: the tiles of its earlier tokens; it: the tiles the warpgroup took before): its slot
-// and that slot's use count (the full barrier's phase is its parity).
+// and that slot's use count.
 MJ_DEVICE void tile_place(int g0, int t, int wg, int it, int& slot, int& use) {
     if constexpr (kRing) {
         slot = (g0 + t) & 1;
@@ -55,7 +72,8 @@ MJ_DEVICE void token_tiles(unsigned char* smem, int nvalid, int ntiles, int& g0,
     for (int t = wg; t < ntiles; t += 2, ++it) {
         int slot, use;
         tile_place(g0, t, wg, it, slot, use);
-        tile_step(smem, slot, (unsigned)(use & 1), t, nvalid, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
+        tile_step(smem, slot, use_phase(use), t, nvalid, it, full_bars(full, use), empty, sq, xmax, ot, m, l, wg, wl, row0, q4,
+                  lane, sl2);
     }
     g0 += ntiles;
 }
@@ -146,6 +164,8 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
             unsigned long long* hand = (unsigned long long*)(smem + kOffQFull);  // qfull[2], staged, freed
             for (int b = 0; b < 4; ++b) mj90::mbar_init(&hand[b], 128);
         }
+        if (kRing)
+            for (int s = 0; s < kS; ++s) mj90::mbar_init((unsigned long long*)(smem + kOffFullOdd) + s, 128);
     }
     __syncthreads();
     // The token of the block's item i (the launcher's order); token - first is its row of the list.
@@ -169,7 +189,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
                 const unsigned char* mine = c < nvalid ? mj_idx::units_row(p, kept[c]) : nullptr;
                 if (uses > 0) mj90::mbar_wait(&empty[slot], (unsigned)((uses - 1) & 1));
                 gather_rows(p, smem + kOffK + slot * kTileBytes, mine, pw, lane);
-                mj90::cp_async_mbar_arrive_noinc(&full[slot]);
+                mj90::cp_async_mbar_arrive_noinc(&full_bars(full, uses)[slot]);
                 if (slot) ++uses1; else ++uses0;
             }
             g0 += ntiles;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that does as much of a session's device work as its time allows (BUDGET seconds, default 570): the harness
 # run RUN (default tools/dev/mqa/run_t29.sh, at most RUN_S seconds, default 280), on an H200 the planner's calibration
-# (calibrate_call.sh), then the closing call (closing_call.sh: whole with SOAK_S 90 where 330 s are left, QUICK with SOAK_S 45
+# (calibrate_call.sh; CAL=0 leaves it out), then the closing call (closing_call.sh: whole with SOAK_S 90 where 330 s are left, QUICK with SOAK_S 45
 # where 150 are). Logs under $OUT/run, $OUT/cal, $OUT/close (one logs.tgz each). Name in `carry` what RUN needs and `.devdeps`.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,7 +11,7 @@ OUT="$top/run" timeout "${RUN_S:-280}" bash "${RUN:-tools/dev/mqa/run_t29.sh}"
 echo "=== run done, $(left) s left"
 # A run may decide the rest of the call's settings (run_t29.sh: the ring where it won and passed).
 [ -f "$top/run/ring.env" ] && { source "$top/run/ring.env"; echo "=== from the run: MLAJIT_NVRTC_FLAGS=${MLAJIT_NVRTC_FLAGS:-}"; }
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 280 ]; then
+if [ "${CAL:-1}" = 1 ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 280 ]; then
   OUT="$top/cal" timeout 270 bash tools/device/calibrate_call.sh
   echo "=== calibration done, $(left) s left"
 fi
