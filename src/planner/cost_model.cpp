@@ -111,12 +111,20 @@ double causal_pairs(long s_q, long s_k) {
 //   three kernel cells cannot re-pin): 692.4 TFLOP/s (was 662.7: +9.7 % at h 16 S 16k); cells -4.2 % /
 //   +5.0 % / -1.4 %. Whole one-call path at h 16 S 8k (run_bench.py, same call): measured 0.636 ms,
 //   predicted 0.622 (the 662.7 / 1.72e-9 rates: 0.655).
+// Refitted 2026-12-07 (session 31) to a whole-path calibration on the H200 (same 60-cell grid, merged main at 676e273:
+// the 16-head keys-as-M kernel with its persistent grid and the key-set pre-pass, Hopper MHA v5; table, log and the
+// rates' fit in docs/bench/2026-12-07_h200_s31_t29/cal/), `tools/dev/fit_rates.py TABLE --upproj 505.8`: masked
+// attention 707.7 TFLOP/s + 25.6 us (rms 5.3 %, max 13.2 %: h 16, s_q = s_k = 4k); sparse tiles 16: 151.4 + 5.0 us,
+// 32: 234.3 + 40.4 us, 64: 440.2 + 52.0 us (rms 6.0 %, max 15.7 %: h 64, s_q 8k, s_k 32k). Winner right on 48 of 48
+// masked cells; on the run's 44 off-grid shapes the refit model picks the faster path on 43 (0.733 ms lost of 130.9;
+// the old rates put the 16-head sparse path 33 % slow: 114.0 against 151.4). Issue 13's batch, one step: masked 1.847
+// ms, sparse 2.029 predicted (measured on the H200 in session 26: 1.948 planned masked, 2.056 forced sparse).
 KernelRates h200_mlajit_rates() {
     KernelRates r = h200_anchor_rates();
     r.upproj = {505.8, 0.0};
-    r.mha_attn = {692.4, 0.0310};
+    r.mha_attn = {707.7, 0.0256};
     r.mask = {0.0060, 1.12e-9, 1.0e-9};
-    r.mqa_tiles = {{16, 16, {114.0, 0.0}}, {32, 32, {200.7, 0.0304}}, {128, 64, {385.2, 0.0402}}};
+    r.mqa_tiles = {{16, 16, {151.4, 0.0050}}, {32, 32, {234.3, 0.0404}}, {128, 64, {440.2, 0.0520}}};
     r.mqa_attn = r.mqa_tiles.back().rate;
     r.mqa_head_tile = 64;
     r.mqa_skips_padding = true;

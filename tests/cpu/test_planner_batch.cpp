@@ -107,17 +107,19 @@ TEST_CASE("planner batch: 64 x (64 new over 3000 cached) at 16 heads routes to m
     // per-request rule chose sparse MQA (2.984 ms).
     const std::vector<Request> batch(64, Request{64, 3064});
     for (KvFormat kv : {KvFormat::bf16, KvFormat::fp8}) {
-        // The shipped rates: masked MHA, one step, both paths' batched times near the measured ones.
+        // The shipped rates: masked MHA, one step, both paths' batched times near the ones measured since the
+        // sparse kernel's persistent grid (H200, session 26's closing call: planned masked 1.948 ms, forced sparse
+        // 2.056; the paths are within 6 % of each other there, so the test pins the times, not only the winner).
         const Planner p = planner_for(16, std::nullopt, kv);
         const Plan plan = p.plan(batch);
         CHECK(plan.group(Path::masked_mha).size() == 64);
         CHECK(plan.steps() == 1);
         std::vector<Path> sparse(64, Path::sparse_mqa);
         const double masked_ms = plan.predicted_ms(), sparse_ms = cost_with(plan, sparse);
-        MESSAGE("16 heads, 64 x 64/3064, shipped rates: predicted masked MHA " << masked_ms << " ms (measured 1.931), "
-                << "sparse MQA " << sparse_ms << " ms (measured 3.057)");
-        CHECK(masked_ms == doctest::Approx(1.931).epsilon(0.15));
-        CHECK(sparse_ms == doctest::Approx(3.057).epsilon(0.15));
+        MESSAGE("16 heads, 64 x 64/3064, shipped rates: predicted masked MHA " << masked_ms << " ms (measured 1.948), "
+                << "sparse MQA " << sparse_ms << " ms (measured 2.056)");
+        CHECK(masked_ms == doctest::Approx(1.948).epsilon(0.15));
+        CHECK(sparse_ms == doctest::Approx(2.056).epsilon(0.15));
 
         // The rates of the measurement: alone, each request is a near-tie with sparse ahead (its fixed
         // costs counted 64 times); batched, masked MHA is 1.9 ms of work against sparse MQA's 2.4.
@@ -135,8 +137,8 @@ TEST_CASE("planner batch: 64 x (64 new over 3000 cached) at 16 heads routes to m
         CHECK(per_request.standalone_ms() > 2 * per_request.predicted_ms());  // 64 fixed costs: far off
     }
     // At 32 heads the shipped rates turn it the other way: alone, sparse MQA's larger fixed cost decides
-    // (80 us against 37), so each request is faster on masked MHA; batched, its smaller variable cost
-    // (47 us a request against 57) does, so the batch is faster on sparse MQA. Predicted only.
+    // (90 us against 32), so each request is faster on masked MHA; batched, its smaller variable cost
+    // (40 us a request against 57) does, so the batch is faster on sparse MQA. Predicted only.
     const Planner p32 = planner_for(32);
     CHECK(p32.plan_per_request(batch).group(Path::masked_mha).size() == 64);
     const Plan b32 = p32.plan(batch);
