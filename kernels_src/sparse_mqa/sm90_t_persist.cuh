@@ -15,7 +15,9 @@
 // (H100, session 29; same bits): after a token with an odd tile count the in-order producer's next tile 0 waits for slot 0,
 // held by warpgroup 0's last tile, with slot 1 free. Session 30 (H100, 8k, 16 heads, against 3.02 ms for this form): two
 // producer streams, one a slot, 4.15 ms (each tile gathered by two warps on the critical path; removed); warpgroup 0 merging
-// alone (MJ_MQA90T_MERGE) 3.05. MJ_MQA90T_RING takes the producer's wait away; not measured yet. Q has two buffers; the epilogue stages O
+// alone (MJ_MQA90T_MERGE) 3.05. Session 31 (H200, 8k, 16 heads, against 3.027 ms for this form): the ring across tokens
+// (MJ_MQA90T_RING) alone 3.039; ring and merge together 2.789 with the same bits, but it hung (see full_bars; fixed, the fix not
+// yet run on a GPU: both switches stay off). Q has two buffers; the epilogue stages O
 // outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its scaled part, warpgroup 0 adds its own in place (the
 // same sum, a + b = b + a, as the two-buffer form), then all 256 threads store. Only with the key-set pre-pass's list (the set
 // is a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
@@ -23,11 +25,12 @@
 
 #ifndef MJ_MQA90T_MERGE  // development switch: 1 = warpgroup 1 hands its unscaled O^T, maxima and row sums over at a token's
                          // end and goes on to its next tile; warpgroup 0 merges and stores alone (math_merged). Same bits, 1 %
-                         // slower on tile t in slot t % 2 (session 30); kept to be tried with MJ_MQA90T_RING
+                         // slower on tile t in slot t % 2 (session 30); with MJ_MQA90T_RING 8 % faster (session 31, H200)
 #define MJ_MQA90T_MERGE 0
 #endif
 constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
-#ifndef MJ_MQA90T_RING  // development switch, not measured yet: 1 = the block's tiles numbered across its tokens, tile g in slot
+#ifndef MJ_MQA90T_RING  // development switch (alone no faster; with MJ_MQA90T_MERGE 8 %, session 31, H200; the protocol's model:
+                        // tools/dev/mqa/persist_protocol.py): 1 = the block's tiles numbered across its tokens, tile g in slot
                         // g % 2 (the producer never waits for one slot while the other is free), warpgroup t % 2 still taking
                         // tile t of each token (the one-block form's sums, so its bits); 0 = tile t of each token in slot t % 2
 #define MJ_MQA90T_RING 0
@@ -38,7 +41,9 @@ constexpr bool kRing = MJ_MQA90T_RING != 0;
 // persistent form does not use. Why two a slot: with MJ_MQA90T_MERGE warpgroup 1 runs up to a token ahead of warpgroup 0, and
 // in the ring a slot's previous use may be warpgroup 0's tile, not yet gathered when warpgroup 1 waits for its own. With one
 // barrier a slot that wait would be two phases ahead and its parity would match the phase before: it passed at once, read a
-// stale tile and released the slot early (session 31, H200: one hang in two 8k runs and in the checks' batched case).
+// stale tile and released the slot early (session 31, H200: one hang in two 8k runs and in the checks' batched case; the
+// model tools/dev/mqa/persist_protocol.py finds stale reads, early overwrites and deadlocks there in ~40 % of random schedules,
+// none with two barriers a slot).
 // Alternating barriers put the slot's use u - 2 between the waiter and its phase, and that tile is always gathered: a
 // warpgroup's previous tile is u - 1's or later (within a token its own tile g - 2; at a token's start its last tile of the
 // previous token, or, for warpgroup 1 one token ahead, every tile up to warpgroup 0's last finished token).
