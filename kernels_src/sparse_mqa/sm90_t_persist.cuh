@@ -50,7 +50,7 @@ constexpr bool kRing = MJ_MQA90T_RING != 0;
 constexpr int kOffFullOdd = kOffSet + 32;  // after the hand-over barriers (math_merged)
 static_assert(!kRing || mj_idx::kSetBytes >= 32 + 8 * kS, "the ring's odd-use barriers live in the key-set area");
 
-// The full barriers (one a slot) that a slot's use-th tile completes, and the phase it completes there.
+// The full barriers (one a slot) that a slot's use-th tile completes, and the phase it completes there (full: smem + kOffBar).
 MJ_DEVICE unsigned long long* full_bars(unsigned long long* full, int use) {
     return kRing && (use & 1) ? (unsigned long long*)((unsigned char*)full - kOffBar + kOffFullOdd) : full;
 }
