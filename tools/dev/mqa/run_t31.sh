@@ -21,7 +21,7 @@ F="-DMJ_MQA90T_RING=1 -DMJ_MQA90T_MERGE=1"
 B=(build-gpu/mlajit-bench --ops mqa --heads 16 --s-q 8192 --topk 2048)
 for rep in 1 2 3; do
   for f in "$F" ""; do
-    MLAJIT_NVRTC_FLAGS="$f" MLAJIT_CACHE_DIR=/tmp/c1 timeout 40 "${B[@]}" --reps 20 > $OUT/logs/lib_${rep}_${f:+rm}.log 2>> $OUT/logs/lib_$rep.log 2>&11
+    MLAJIT_NVRTC_FLAGS="$f" MLAJIT_CACHE_DIR=/tmp/c1 timeout 40 "${B[@]}" --reps 20 > $OUT/logs/lib_${rep}_${f:+rm}.log 2>&1
     echo "library rep $rep flags '${f:-none}' rc $? $(el): $(grep -E "^mqa" $OUT/logs/lib_${rep}_${f:+rm}.log)"
   done
 done
