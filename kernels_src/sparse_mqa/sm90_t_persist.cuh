@@ -16,24 +16,28 @@
 // held by warpgroup 0's last tile, with slot 1 free. Session 30 (H100, 8k, 16 heads, against 3.02 ms for this form): two
 // producer streams, one a slot, 4.15 ms (each tile gathered by two warps on the critical path; removed); warpgroup 0 merging
 // alone (MJ_MQA90T_MERGE) 3.05. Session 31 (H200, 8k, 16 heads, against 3.027 ms for this form): the ring across tokens
-// (MJ_MQA90T_RING) alone 3.039; ring and merge together 2.789 with the same bits, but it hung (see full_bars; fixed, the fix not
-// yet run on a GPU: both switches stay off). Q has two buffers; the epilogue stages O
-// outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its scaled part, warpgroup 0 adds its own in place (the
-// same sum, a + b = b + a, as the two-buffer form), then all 256 threads store. Only with the key-set pre-pass's list (the set
+// (MJ_MQA90T_RING) alone 3.039; ring and merge together 2.789 with the same bits, but it hung (see full_bars). Session 32
+// (H100, the fix: 8k 16 heads 2.763-2.769 against 3.007-3.025 for this form; 92 / 92 checks with 1, 2, 3 and 5 blocks,
+// the same bits; memcheck, racecheck, synccheck clean; the library's suites, sanitizers and soak with both) made both the
+// default; without either switch the form is the one described above. Q has two buffers; the epilogue stages O
+// outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its part (scaled; unscaled in math_merged), warpgroup 0
+// adds its own in place (the same sum, a + b = b + a, as the two-buffer form), then all 256 threads store (warpgroup 0 alone in
+// math_merged). Only with the key-set pre-pass's list (the set
 // is a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
 #pragma once
 
-#ifndef MJ_MQA90T_MERGE  // development switch: 1 = warpgroup 1 hands its unscaled O^T, maxima and row sums over at a token's
-                         // end and goes on to its next tile; warpgroup 0 merges and stores alone (math_merged). Same bits, 1 %
-                         // slower on tile t in slot t % 2 (session 30); with MJ_MQA90T_RING 8 % faster (session 31, H200)
-#define MJ_MQA90T_MERGE 0
+#ifndef MJ_MQA90T_MERGE  // 1 (default): warpgroup 1 hands its unscaled O^T, maxima and row sums over at a token's end and goes on
+                         // to its next tile; warpgroup 0 merges and stores alone (math_merged). 0: both meet in a 256-thread
+                         // epilogue (kept for comparison). Same bits either way; 1 % slower alone (session 30), 8 % faster
+                         // with MJ_MQA90T_RING (sessions 31, 32)
+#define MJ_MQA90T_MERGE 1
 #endif
 constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
-#ifndef MJ_MQA90T_RING  // development switch (alone no faster; with MJ_MQA90T_MERGE 8 %, session 31, H200; the protocol's model:
-                        // tools/dev/mqa/persist_protocol.py): 1 = the block's tiles numbered across its tokens, tile g in slot
-                        // g % 2 (the producer never waits for one slot while the other is free), warpgroup t % 2 still taking
-                        // tile t of each token (the one-block form's sums, so its bits); 0 = tile t of each token in slot t % 2
-#define MJ_MQA90T_RING 0
+#ifndef MJ_MQA90T_RING  // 1 (default): the block's tiles numbered across its tokens, tile g in slot g % 2 (the producer never
+                        // waits for one slot while the other is free), warpgroup t % 2 still taking tile t of each token (the
+                        // one-block form's sums, so its bits); 0: tile t of each token in slot t % 2 (kept for comparison; alone
+                        // the ring is no faster, with MJ_MQA90T_MERGE 8 %). The protocol's model: tools/dev/mqa/persist_protocol.py
+#define MJ_MQA90T_RING 1
 #endif
 constexpr bool kRing = MJ_MQA90T_RING != 0;
 

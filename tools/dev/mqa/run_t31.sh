@@ -17,20 +17,21 @@ for rep in 1 2; do
   echo "contiguous ($rep) rc $? $(el)"; sed -n '/^config/,$p' $OUT/logs/c16_$rep.log
 done
 wait $bp; echo "library build rc $? $(el)"
-F="-DMJ_MQA90T_RING=1 -DMJ_MQA90T_MERGE=1"
+F="-DMJ_MQA90T_RING=1 -DMJ_MQA90T_MERGE=1"  # the default since session 32; "off" below: the form before
+OFF="-DMJ_MQA90T_RING=0 -DMJ_MQA90T_MERGE=0"
 B=(build-gpu/mlajit-bench --ops mqa --heads 16 --s-q 8192 --topk 2048)
 for rep in 1 2 3; do
-  for f in "$F" ""; do
-    MLAJIT_NVRTC_FLAGS="$f" MLAJIT_CACHE_DIR=/tmp/c1 timeout 40 "${B[@]}" --reps 20 > $OUT/logs/lib_${rep}_${f:+rm}.log 2>&1
-    echo "library rep $rep flags '${f:-none}' rc $? $(el): $(grep -E "^mqa" $OUT/logs/lib_${rep}_${f:+rm}.log)"
+  for f in "$F" "$OFF"; do
+    MLAJIT_NVRTC_FLAGS="$f" MLAJIT_CACHE_DIR=/tmp/c1 timeout 40 "${B[@]}" --reps 20 > $OUT/logs/lib_${rep}_${f: -1}.log 2>&1
+    echo "library rep $rep flags '$f' rc $? $(el): $(grep -E "^mqa" $OUT/logs/lib_${rep}_${f: -1}.log)"
   done
 done
 n=0
-for f in "$F" ""; do
+for f in "$F" "$OFF"; do
   n=$((n + 1))
   MLAJIT_NVRTC_FLAGS="$f" MLAJIT_CACHE_DIR=/tmp/c1 timeout 90 ncu --clock-control none --cache-control none \
     --metrics gpu__time_duration.sum -k regex:mqa "${B[@]}" --reps 10 > $OUT/logs/ncu_$n.log 2>&1
-  echo "ncu flags '${f:-none}' rc $? $(el)"
+  echo "ncu flags '$f' rc $? $(el)"
   awk '/\(.*\)x\(/ { name = $1 } /gpu__time_duration.sum/ { t[name] = t[name] " " $NF " " $(NF - 1) }
        END { for (k in t) print k ":" t[k] }' $OUT/logs/ncu_$n.log | cut -c1-400
 done
