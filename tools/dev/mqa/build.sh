@@ -45,7 +45,9 @@ while read -r tag h n s k m pp skip fp8; do
                        case $tag in *sm90w2e*) defs="$defs -DMJ_MQA90_S2EARLY=1";; esac  # schedule 2: P of E handed over during its own P V
                        case $tag in *sm90sp*) defs="$defs -DMJ_MQA90_SPLITREL=1";; esac;; esac  # bf16: slots released in two parts
   case $tag in *_pre) defs="$defs -DMJ_MQA_KEPT_LIST=1";; esac  # the kernel reads the key-set pre-pass's list (index_set.cuh)
-  $NVCC -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
+  nvcc_k=$NVCC
+  case $tag in *nf_pre|*nf) nvcc_k=${NVCC/--use_fast_math /};; esac  # "nf": without --use_fast_math, as the runtime compiles
+  $nvcc_k -Xptxas -v $defs -c $src -o $BUILD/k_$tag.o > $BUILD/k_$tag.log 2>&1 &
   pids+=($!); objs+=($BUILD/k_$tag.o)
 done < <(grep -o '^ *X([^)]*)' $CFG_FILE | sed 's/X(//; s/)//; s/,/ /g')
 # The key-set pre-pass (kernels_src/sparse_mqa/compact.cuh): one object per line of compact_variants.h. A config whose tag
