@@ -3,10 +3,11 @@
 # heads, kernel alone: 2.766 against 3.007 ms for per, H100, run_t30) but ~1 % through the library (mlajit-bench 3.304 against
 # 3.334 ms, one sample each). What differs between the two: the runtime compiles without --use_fast_math (the harness with it:
 # configs_t31.h's "nf" configs are built as the runtime builds them), the bench's cache is contiguous (run_t30's harness ran
-# --paged), its input sets rotate so that each call starts with a cold L2, and it times the pre-pass and the kernel together.
+# --paged), its -1 padding is scattered over the rows (compacted by the pre-pass either way), and it times the pre-pass and the
+# kernel back to back (no input rotation at this shape: one set is 227 MB).
 # Here: checks of the six configs (3 blocks: the nf forms' bits against their own one-block form), the six timed on the paged
 # and the contiguous cache, the library bench with and without the two switches alternated three times (reps 20), and the
-# library's kernels alone under ncu (gpu__time_duration; --cache-control none keeps the rotation's cold L2).
+# library's kernels alone under ncu (gpu__time_duration; --cache-control none: L2 as in the bench).
 # carry ["tools/dev/mqa/build_t31", ".devdeps"]; about 4 minutes.
 source "$(dirname "$0")/run_common.sh"
 H=tools/dev/mqa/build_t31/harness
