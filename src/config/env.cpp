@@ -23,7 +23,7 @@ const std::vector<EnvVarDoc>& env_var_docs() {
         {"MLAJIT_PATH", "auto", "auto, dense_mha, masked_mha, sparse_mqa: force the prefill path"},
         {"MLAJIT_TIER", "auto", "auto: Hopper tier (wgmma, TMA) on sm_90a, portable elsewhere; portable: mma.sync tier everywhere"},
         {"MLAJIT_GEMM", "auto", "auto: mlajit's own GEMM kernel for the projections on the Hopper tier (a paged bf16 cache's K/V up-projection reads the pages itself up to 16 heads, after a separate gather above), cuBLASLt elsewhere; cublaslt: cuBLASLt everywhere; fused: auto, the up-projection reading the pages at any head count; unfused: auto, always the separate gather"},
-        {"MLAJIT_MQA_PERSIST", "1", "1: where the key-set pre-pass runs, the Hopper tier's 16-head sparse MQA kernel on the bf16 cache runs as a persistent grid (at most one block a SM, the same result bits; the kernel alone -10 % on an H100 at 8k); 0: one block a query token"},
+        {"MLAJIT_MQA_PERSIST", "1", "1: where the key-set pre-pass runs, the Hopper tier's 16-head sparse MQA kernel on the bf16 cache runs as a persistent grid (at most one block a SM, the same result bits; H100 at 8k: the kernel -10 % in the harness, about -4 % through the library); 0: one block a query token"},
         {"MLAJIT_SMALL_STEP_KEYS", "64", "dense MHA steps of the one-call prefill whose requests have at most this many keys (and at most 64 new tokens) run as one launch: the MHA kernel computes its head's K/V up-projection itself; 0: always a separate up-projection GEMM"},
         {"MLAJIT_MASKED_MHA_MAX_SEQ", "(planner)", "masked MHA for requests with s_k up to this, sparse MQA above"},
         {"MLAJIT_PLAN_TABLE", "(cache)", "calibration table file for the planner"},
