@@ -6,32 +6,45 @@
 # same entries with nvcc's cubins of the same specialized sources (tools/dev/nvcc_cubins.py), MLAJIT_OFFLINE=1 so nothing
 # compiles. mlajit-bench (mqa with the workspace and mha, 128 and 16 heads, 8k) alternated A / B three times, then the
 # 16- and 128-head sparse kernels under ncu, and both sparse cubins' SASS to compare.
-# carry ["tools/dev/mqa/build_t32", ".devdeps"]; about 4 minutes.
+# First, while the library builds: the harness's perrmnf (the same source by nvcc, build_t31) on the contiguous cache with the
+# padding at the row end and scattered (as the bench's), then under ncu with the same metrics as the library below.
+# carry ["tools/dev/mqa/build_t32", "tools/dev/mqa/build_t31", ".devdeps"]; about 5 minutes.
 source "$(dirname "$0")/run_common.sh"
 trap 'tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs' EXIT
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
-JOBS=16 bash tools/dev/mqa/lib_build.sh $OUT/logs mlajit-bench; echo "library build rc $? $(el)"
+JOBS=14 bash tools/dev/mqa/lib_build.sh $OUT/logs mlajit-bench & bp=$!
+H=tools/dev/mqa/build_t31/harness
+HC=h16sm90tperrmnf_pre
+for sc in --scatter; do
+  timeout 60 $H --no-check $sc --compact-threads 512 --bench-s 8192 --bench-heads 16 --bench-configs $HC --reps 5 --log $OUT/logs/h${sc}.log > /dev/null 2>&1
+  echo "harness $sc rc $? $(el)"; sed -n '/^config/,$p' $OUT/logs/h${sc}.log
+done
+timeout 90 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second \
+  -k regex:perrmnf $H --no-check --scatter --compact-threads 512 --bench-s 8192 --bench-heads 16 --bench-configs h16sm90tperrmnf_pre --reps 5 > $OUT/logs/ncu_h.log 2>&1
+echo "ncu harness perrmnf rc $? $(el): $(grep gpu__time_duration $OUT/logs/ncu_h.log | awk '{print $NF}' | sort -n | tr '\n' ' '), inst $(grep smsp__inst_executed $OUT/logs/ncu_h.log | head -1 | awk '{print $NF}')"
+wait $bp; echo "library build rc $? $(el)"
 for c in A B; do rm -rf /tmp/cache$c; cp -r tools/dev/mqa/build_t32/$c /tmp/cache$c; done
-B=(build-gpu/mlajit-bench --ops mqa,mha --heads 128,16 --s-q 8192 --topk 2048 --reps 20)
-for rep in 1 2 3; do
-  for c in A B; do
-    MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 100 "${B[@]}" > $OUT/logs/lib_${rep}_$c.log 2>&1
-    echo "rep $rep cache $c rc $? $(el)"; grep -E "^(mqa|mha) |ERROR" $OUT/logs/lib_${rep}_$c.log | cut -c1-110
-  done
-done
-for c in A B; do
-  for h in 16 128; do
-    MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 90 ncu --clock-control none --cache-control none \
-      --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second -k regex:sparse_mqa_fwd \
-      build-gpu/mlajit-bench --ops mqa --heads $h --s-q 8192 --topk 2048 --reps 10 > $OUT/logs/ncu_${c}_$h.log 2>&1
-    echo "ncu cache $c heads $h rc $? $(el): $(grep gpu__time_duration $OUT/logs/ncu_${c}_$h.log | awk '{print $NF}' | sort -n | sed -n 5p) \
-$(grep gpu__time_duration $OUT/logs/ncu_${c}_$h.log | head -1 | awk '{print $(NF-1)}'), inst $(grep smsp__inst_executed $OUT/logs/ncu_${c}_$h.log | head -1 | awk '{print $NF}'), \
-clock $(grep sm__cycles_elapsed $OUT/logs/ncu_${c}_$h.log | head -1 | awk '{print $(NF-1), $NF}')"
-  done
-done
 for c in A B; do
   for f in $(grep -l '"sparse_mqa_fwd_sm90' /tmp/cache$c/v1/sm_90a/*/*/meta.json); do
     d=$(dirname $f); cuobjdump -sass $d/kernel.cubin > $OUT/logs/sass_${c}_$(basename $(dirname $d))_$(basename $d | cut -c1-8).txt 2>&1
   done
 done
 ls $OUT/logs | grep -c sass_
+B=(build-gpu/mlajit-bench --s-q 8192 --topk 2048 --reps 20)
+for rep in 1 2; do
+  for c in A B; do
+    MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 60 "${B[@]}" --ops mqa --heads 16 > $OUT/logs/lib_${rep}_$c.log 2>&1
+    echo "rep $rep cache $c rc $? $(el): $(grep -E "^(mqa|mha) |ERROR" $OUT/logs/lib_${rep}_$c.log | cut -c1-100)"
+  done
+done
+for c in A B; do
+  MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 40 ncu --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second -k regex:sparse_mqa_fwd \
+    "${B[@]}" --ops mqa --heads 16 --reps 10 > $OUT/logs/ncu_$c.log 2>&1
+  echo "ncu cache $c rc $? $(el): $(grep gpu__time_duration $OUT/logs/ncu_$c.log | awk '{print $NF}' | sort -n | tr '\n' ' '), \
+inst $(grep smsp__inst_executed $OUT/logs/ncu_$c.log | head -1 | awk '{print $NF}'), clock $(grep sm__cycles_elapsed $OUT/logs/ncu_$c.log | head -1 | awk '{print $(NF-1), $NF}')"
+done
+for c in A B; do  # 128 heads (sparse MQA with the workspace), once each
+  MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 100 "${B[@]}" --ops mqa --heads 128 > $OUT/logs/lib128_$c.log 2>&1
+  echo "128 heads cache $c rc $? $(el)"; grep -E "^(mqa|mha) |ERROR" $OUT/logs/lib128_$c.log | cut -c1-100
+done
