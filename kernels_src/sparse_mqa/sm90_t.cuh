@@ -182,7 +182,7 @@ MJ_DEVICE void clear_softmax(float (&ot)[8][kAcc], float (&m)[kCols], float (&l)
 enum StageMode {
     kStageScaled,      // O^T sc stored
     kStageAdd,         // O^T sc added to what the buffer holds (the other warpgroup's scaled O^T)
-    kStageRaw,         // O^T stored unscaled (the persistent grid's hand-over, MJ_MQA90T_MERGE)
+    kStageRaw,         // O^T stored unscaled (the persistent grid's hand-over, math_merged)
     kStageAddScaled,   // O^T sc added to what the buffer holds times sc_w (the other warpgroup's unscaled O^T and factors)
 };
 // A warpgroup's O^T into fp32 [kH][kWRow] at w (padded rows: the fragments' column-wise stores hit distinct banks) as MODE says.

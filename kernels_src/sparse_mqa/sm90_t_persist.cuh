@@ -8,41 +8,25 @@
 // order: later tokens, which have more keys, first); its producer runs on into the next token's tiles while the math
 // warpgroups finish the current one, and the next token's Q loads during the current token's loop.
 //
-// What changes against the one-block-a-token form: each slot's barrier phases count the slot's uses across tokens (tile t of
-// every token still goes to slot t % 2 and warpgroup t % 2, so the sums, and every result bit, are those of that form; a ring
-// numbered across tokens, tried first, gave the warpgroups other tiles of a token after an odd count, and other rounding: H100,
-// 8k, 16 heads, 2.763 ms against 3.100 for that form, rel. L2 1.5e-3 between them). This form measured 2.998 against 3.091
-// (H100, session 29; same bits): after a token with an odd tile count the in-order producer's next tile 0 waits for slot 0,
-// held by warpgroup 0's last tile, with slot 1 free. Session 30 (H100, 8k, 16 heads, against 3.02 ms for this form): two
-// producer streams, one a slot, 4.15 ms (each tile gathered by two warps on the critical path; removed); warpgroup 0 merging
-// alone (MJ_MQA90T_MERGE) 3.05. Session 31 (H200, 8k, 16 heads, against 3.027 ms for this form): the ring across tokens
-// (MJ_MQA90T_RING) alone 3.039; ring and merge together 2.789 with the same bits, but it hung (see full_bars). Session 32
-// (H100, the fix: 8k 16 heads 2.763-2.769 against 3.007-3.025 for this form; 92 / 92 checks with 1, 2, 3 and 5 blocks,
-// the same bits; memcheck, racecheck, synccheck clean; the library's suites, sanitizers and soak with both) made both the
-// default; without either switch the form is the one described above. Q has two buffers; the epilogue stages O
-// outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its part (scaled; unscaled in math_merged), warpgroup 0
-// adds its own in place (the same sum, a + b = b + a, as the two-buffer form), then all 256 threads store (warpgroup 0 alone in
-// math_merged). Only with the key-set pre-pass's list (the set
-// is a count and a list, no hash table in the ring): the host launches this form only then, with min(tokens, SMs) blocks.
+// How the block's tiles flow (the same sums, so every result bit, as the one-block form: warpgroup t % 2 takes tile t of each
+// token): the producer fills a ring numbered across the block's tokens, tile g of the block in slot g % 2, so it never waits
+// for one slot while the other is free; warpgroup 1 hands its unscaled O^T, maxima and row sums over at a token's end and
+// goes on to its next tile, and warpgroup 0 merges and stores alone (math_merged). Measured (8k, 16 heads, kernel alone):
+// 2.763-2.769 ms against 3.007-3.025 for the first persistent form (tile t of each token in slot t % 2, both warpgroups
+// meeting in a 256-thread epilogue) and 3.07-3.09 a block a token (H100, session 32); through the library 3.272-3.281 against
+// 3.353-3.359 with the first form (H200, session 33, with the pre-pass). Alone, neither the ring (3.039 against 3.027) nor
+// the merge (3.05 against 3.02) gained: the ring needs warpgroup 1 free to run ahead. Two producer streams, one a slot, were
+// 37 % slower (session 30). The first form and both halves stayed behind switches until session 33 (rebuild at a49bf08 for
+// them: MJ_MQA90T_RING / MJ_MQA90T_MERGE = 0).
+// Q has two buffers; the epilogue stages O outside the ring, in one [kH][kWRow] fp32 buffer: warpgroup 1 stores its unscaled
+// part, warpgroup 0 adds its own and warpgroup 1's times their factors (the same operations as the one-block form's
+// 256-thread epilogue) and stores. Only with the key-set pre-pass's list (the set is a count and a list, no hash table in the
+// ring): the host launches this form only then, with min(tokens, SMs) blocks.
 #pragma once
 
-#ifndef MJ_MQA90T_MERGE  // 1 (default): warpgroup 1 hands its unscaled O^T, maxima and row sums over at a token's end and goes on
-                         // to its next tile; warpgroup 0 merges and stores alone (math_merged). 0: both meet in a 256-thread
-                         // epilogue (kept for comparison). Same bits either way; 1 % slower alone (session 30), 8 % faster
-                         // with MJ_MQA90T_RING (sessions 31, 32)
-#define MJ_MQA90T_MERGE 1
-#endif
-constexpr bool kMerge = MJ_MQA90T_MERGE != 0;
-#ifndef MJ_MQA90T_RING  // 1 (default): the block's tiles numbered across its tokens, tile g in slot g % 2 (the producer never
-                        // waits for one slot while the other is free), warpgroup t % 2 still taking tile t of each token (the
-                        // one-block form's sums, so its bits); 0: tile t of each token in slot t % 2 (kept for comparison; alone
-                        // the ring is no faster, with MJ_MQA90T_MERGE 8 %). The protocol's model: tools/dev/mqa/persist_protocol.py
-#define MJ_MQA90T_RING 1
-#endif
-constexpr bool kRing = MJ_MQA90T_RING != 0;
 
-// The ring form's full barriers for a slot's odd uses (full[slot] takes the even ones), in the key-set area, which the
-// persistent form does not use. Why two a slot: with MJ_MQA90T_MERGE warpgroup 1 runs up to a token ahead of warpgroup 0, and
+// The full barriers for a slot's odd uses (full[slot] takes the even ones), in the key-set area, which the persistent form
+// does not use. Why two a slot: warpgroup 1 runs up to a token ahead of warpgroup 0 (math_merged), and
 // in the ring a slot's previous use may be warpgroup 0's tile, not yet gathered when warpgroup 1 waits for its own. With one
 // barrier a slot that wait would be two phases ahead and its parity would match the phase before: it passed at once, read a
 // stale tile and released the slot early (session 31, H200: one hang in two 8k runs and in the checks' batched case; the
@@ -52,42 +36,30 @@ constexpr bool kRing = MJ_MQA90T_RING != 0;
 // warpgroup's previous tile is u - 1's or later (within a token its own tile g - 2; at a token's start its last tile of the
 // previous token, or, for warpgroup 1 one token ahead, every tile up to warpgroup 0's last finished token).
 constexpr int kOffFullOdd = kOffSet + 32;  // after the hand-over barriers (math_merged)
-static_assert(!kRing || mj_idx::kSetBytes >= 32 + 8 * kS, "the ring's odd-use barriers live in the key-set area");
+static_assert(mj_idx::kSetBytes >= 32 + 8 * kS, "the ring's odd-use barriers live in the key-set area");
 
 // The full barriers (one a slot) that a slot's use-th tile completes, and the phase it completes there (full: smem + kOffBar).
 MJ_DEVICE unsigned long long* full_bars(unsigned long long* full, int use) {
-    return kRing && (use & 1) ? (unsigned long long*)((unsigned char*)full - kOffBar + kOffFullOdd) : full;
+    return (use & 1) ? (unsigned long long*)((unsigned char*)full - kOffBar + kOffFullOdd) : full;
 }
-MJ_DEVICE unsigned use_phase(int use) { return (unsigned)((kRing ? use >> 1 : use) & 1); }
+MJ_DEVICE unsigned use_phase(int use) { return (unsigned)((use >> 1) & 1); }
 
-// Tile t of the block's current token (g0: the tiles of its earlier tokens; it: the tiles the warpgroup took before): its slot
-// and that slot's use count.
-MJ_DEVICE void tile_place(int g0, int t, int wg, int it, int& slot, int& use) {
-    if constexpr (kRing) {
-        slot = (g0 + t) & 1;
-        use = (g0 + t) >> 1;
-    } else {
-        slot = wg;
-        use = it;
-    }
-}
-
-// Warpgroup wg's part of a token of nvalid keys in ntiles tiles: its softmax cleared, then tiles wg, wg + 2, ... from where
-// tile_place finds them; g0 and it advanced past the token.
+// Warpgroup wg's part of a token of nvalid keys in ntiles tiles: its softmax cleared, then tiles wg, wg + 2, ..., tile t in
+// slot (g0 + t) % 2, that slot's use (g0 + t) / 2 (g0: the block's tiles before this token; it: the tiles the warpgroup took
+// before, its maxima exchange's parity); g0 and it advanced past the token.
 MJ_DEVICE void token_tiles(unsigned char* smem, int nvalid, int ntiles, int& g0, int& it, unsigned long long* full,
                            unsigned long long* empty, unsigned sq, float* xmax, float (&ot)[8][kAcc], float (&m)[kCols],
                            float (&l)[kCols], int wg, int wl, int row0, int q4, int lane, float sl2) {
     clear_softmax(ot, m, l);
     for (int t = wg; t < ntiles; t += 2, ++it) {
-        int slot, use;
-        tile_place(g0, t, wg, it, slot, use);
+        const int slot = (g0 + t) & 1, use = (g0 + t) >> 1;
         tile_step(smem, slot, use_phase(use), t, nvalid, it, full_bars(full, use), empty, sq, xmax, ot, m, l, wg, wl, row0, q4,
                   lane, sl2);
     }
     g0 += ntiles;
 }
 
-// MJ_MQA90T_MERGE = 1: the math warpgroups without a barrier between them. At a token's end warpgroup 0 waits for warpgroup 1's
+// The math warpgroups without a barrier between them. At a token's end warpgroup 0 waits for warpgroup 1's
 // hand-over, never the other way round, so warpgroup 1 can run up to one token ahead and keep slot 1's tiles moving while
 // warpgroup 0 finishes the last tile of an odd count and the epilogue. The same operations as the 256-thread epilogue (merge
 // factors from both warpgroups' maxima and sums, warpgroup 1's part times its factor added to warpgroup 0's: stage_o), so the same
@@ -95,7 +67,7 @@ MJ_DEVICE void token_tiles(unsigned char* smem, int nvalid, int ntiles, int& g0,
 // loads, issued by warpgroup 0 alone, 128 arrivals), staged (warpgroup 1's O^T, m and sums written, 128 arrivals), freed
 // (warpgroup 0 has read them, 128 arrivals).
 constexpr int kOffQFull = kOffSet, kOffStaged = kOffSet + 16, kOffFreed = kOffSet + 24;
-static_assert(!kMerge || mj_idx::kSetBytes >= 32, "the hand-over barriers live in the key-set area");
+static_assert(mj_idx::kSetBytes >= 32, "the hand-over barriers live in the key-set area");
 
 MJ_DEVICE void math_merged(const SparseMqaFwdParams& p, unsigned char* smem, int first, int ntok, int head0,
                            unsigned long long* full, unsigned long long* empty) {
@@ -117,7 +89,7 @@ MJ_DEVICE void math_merged(const SparseMqaFwdParams& p, unsigned char* smem, int
         mj90::cp_async_mbar_arrive_noinc(&qfull[k & 1]);
     };
     if (wg == 0 && (int)blockIdx.x < ntok) load_q(0, blockIdx.x);
-    int it = 0, k = 0, g0 = 0;  // g0: the block's tiles before this token (tile_place)
+    int it = 0, k = 0, g0 = 0;  // g0: the block's tiles before this token (token_tiles)
     for (int i = blockIdx.x; i < ntok; i += gridDim.x, ++k) {
         const int tok = token(i);
         if (wg == 0 && i + (int)gridDim.x < ntok) load_q(k + 1, i + gridDim.x);
@@ -169,37 +141,32 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
             mj90::mbar_init(&full[s], 128);  // one cp.async-completion arrival per producer thread
             mj90::mbar_init(&empty[s], 128);  // the warpgroup that took the slot's tile, after its O^T
         }
-        if (kMerge) {
-            unsigned long long* hand = (unsigned long long*)(smem + kOffQFull);  // qfull[2], staged, freed
-            for (int b = 0; b < 4; ++b) mj90::mbar_init(&hand[b], 128);
-        }
-        if (kRing)
-            for (int s = 0; s < kS; ++s) mj90::mbar_init((unsigned long long*)(smem + kOffFullOdd) + s, 128);
+        unsigned long long* hand = (unsigned long long*)(smem + kOffQFull);  // qfull[2], staged, freed
+        for (int b = 0; b < 4; ++b) mj90::mbar_init(&hand[b], 128);
+        for (int s = 0; s < kS; ++s) mj90::mbar_init((unsigned long long*)(smem + kOffFullOdd) + s, 128);
     }
     __syncthreads();
     // The token of the block's item i (the launcher's order); token - first is its row of the list.
     auto token = [&](int i) { return first + ntok - 1 - i; };
 
     if (warp >= 8) {
-        // ---- producer: tile t of each of the block's tokens into slot t % 2 (MJ_MQA90T_RING: tile g of the block into g % 2) ----
+        // ---- producer: tile g of the block (across its tokens) into slot g % 2, that slot's use g / 2 ----
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
         constexpr int kR = kN / 4;
-        int uses0 = 0, uses1 = 0;  // tiles that went through slot 0 / 1 so far
-        int g0 = 0;                // the ring's tiles before this token (MJ_MQA90T_RING)
+        int g0 = 0;  // the block's tiles before this token
         for (int i = blockIdx.x; i < ntok; i += gridDim.x) {
             const int slot_row = token(i) - first;
             const unsigned* kept = p.kept_rows + (mj_i64)slot_row * p.kept_stride;
             const int nvalid = p.kept_count[slot_row];
             const int ntiles = (nvalid + kN - 1) / kN;
             for (int t = 0; t < ntiles; ++t) {
-                const int slot = kRing ? (g0 + t) & 1 : t & 1, uses = slot ? uses1 : uses0;
+                const int slot = (g0 + t) & 1, uses = (g0 + t) >> 1;
                 const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
                 const unsigned char* mine = c < nvalid ? mj_idx::units_row(p, kept[c]) : nullptr;
                 if (uses > 0) mj90::mbar_wait(&empty[slot], (unsigned)((uses - 1) & 1));
                 gather_rows(p, smem + kOffK + slot * kTileBytes, mine, pw, lane);
                 mj90::cp_async_mbar_arrive_noinc(&full_bars(full, uses)[slot]);
-                if (slot) ++uses1; else ++uses0;
             }
             g0 += ntiles;
         }
@@ -208,48 +175,6 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
     }
 
     // ---- math warpgroups ----
-    if constexpr (kMerge) {
-        mj90::setmaxnreg_inc<kMathRegs>();
-        math_merged(p, smem, first, ntok, head0, full, empty);
-        return;
-    }
-    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);  // warp-uniform for ptxas (see sm90_t.cuh)
     mj90::setmaxnreg_inc<kMathRegs>();
-    const int wl = warp & 3;
-    const int row0 = wl * 16 + (lane >> 2);
-    const int q4 = lane & 3;
-    const float sl2 = p.sm_scale_log2;
-    float* xmax = (float*)(smem + kOffX) + wg * 8 * kH;
-    float* wst = (float*)(smem + kOffW);  // the epilogue's O, [kH][kWRow] fp32
-    if ((int)blockIdx.x < ntok) mj_tile90::load_q<kH, 256>(p, token(blockIdx.x), head0, smem + kOffQ, tid);
-    int it = 0, k = 0, g0 = 0;  // it: the tiles this warpgroup has taken (its maxima exchange's parity); g0: tile_place
-    for (int i = blockIdx.x; i < ntok; i += gridDim.x, ++k) {
-        const int tok = token(i);
-        // The next token's Q into the other buffer: the previous token's S, its last reader, finished before that token's
-        // epilogue barriers, which every math thread has passed.
-        if (i + (int)gridDim.x < ntok) {
-            mj_tile90::load_q<kH, 256>(p, token(i + gridDim.x), head0, smem + kOffQ + ((k + 1) & 1) * 9 * kQBlk, tid);
-            mj90::cp_async_wait<1>();
-        } else {
-            mj90::cp_async_wait<0>();
-        }
-        mj90::fence_proxy_async();  // Q, written by cp.async, is read by wgmma
-        mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        const unsigned sq = mj90::smem_u32(smem + kOffQ) + (k & 1) * 9 * kQBlk;
-        // The set's size, the same in every lane (a loop bound ptxas must see as warp-uniform: see sm90_t.cuh).
-        const int nvalid = __shfl_sync(0xffffffffu, p.kept_count[tok - first], 0);
-        const int ntiles = (nvalid + kN - 1) / kN;
-
-        float ot[8][kAcc], m[kCols], l[kCols];
-        token_tiles(smem, nvalid, ntiles, g0, it, full, empty, sq, xmax, ot, m, l, wg, wl, row0, q4, lane, sl2);
-        even_barrier_counts(wg, ntiles);
-
-        // ---- epilogue: the two softmaxes merged; warpgroup 1's scaled O staged, warpgroup 0's added to it; stored ----
-        float sc[kCols], Lt[kCols], mt[kCols];
-        mj_mqa90t_common::merge_softmax<kH>(l, m, (float*)(smem + kOffE), wg, wl, lane, sl2, kBarEnd, sc, Lt, mt);
-        if (wg == 1) stage_o<kStageScaled>(wst, ot, sc, sc, q4, row0);
-        mj90::named_bar_sync_unaligned(kBarEnd, 256);
-        if (wg == 0) stage_o<kStageAdd>(wst, ot, sc, sc, q4, row0);
-        mj_mqa90t_common::store_out<kH, kWRow, 1>(p, wst, Lt, mt, tok, head0, tid, wg, wl, lane, sl2, kBarEnd);
-    }
+    math_merged(p, smem, first, ntok, head0, full, empty);
 }

@@ -22,8 +22,8 @@ while read -r tag h n s k m pp skip fp8; do
   case $tag in *sm90t*) src=kernel_cfg90t.cu; defs="-DCFG_TAG=$tag -DCFG_H=$h -DCFG_N=$n -DCFG_S=$s -DMJ_MQA90T_DEV_SKIP=$skip -DCFG_FP8=$fp8"  # keys as M (16 / 32 heads)
                 case $tag in *sm90tpin*) defs="$defs -DMJ_MQA90T_PIN=1";; esac
                 case $tag in *sm90tper*) defs="$defs -DCFG_PERSIST=1";; esac  # the persistent grid (with the list: "_pre")
-                case $tag in *sm90tperr*) defs="$defs -DMJ_MQA90T_RING=1";; *sm90tper*) defs="$defs -DMJ_MQA90T_RING=0";; esac  # ring across tokens
-                case $tag in *sm90tperm*|*sm90tperrm*) defs="$defs -DMJ_MQA90T_MERGE=1";; *sm90tper*) defs="$defs -DMJ_MQA90T_MERGE=0";; esac  # warpgroup 0 merges alone (perrm: the runtime's form since session 32)
+                # per / perr / perm / perrm: since session 33 all four build the one persistent form (ring + merge); the
+                # others are at a49bf08 (MJ_MQA90T_RING / MJ_MQA90T_MERGE = 0)
                 case $tag in *sm90t8f*) defs="$defs -DMJ_MQA90T8_FOLD=1";; esac  # FP8: the scale-folding body (sm90_t_fp8.cuh)
                 case $tag in *sm90t8u*) defs="$defs -DMJ_FP8_UNPACK=1";; esac  # FP8 producer: the integer unpack (fp8.cuh)
                 case $tag in *sm90t8s8*) defs="$defs -DMJ_MQA90T8_STAGE=8";; *sm90t8s16*) defs="$defs -DMJ_MQA90T8_STAGE=16";;  # FP8: raw-ring producer
