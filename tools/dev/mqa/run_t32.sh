@@ -2,13 +2,15 @@
 # Session 33: is NVRTC's code the library's gap? run_t31 (H200) found the library's 16-head kernel 3.11 ms under ncu against
 # 2.835 for the same source built by nvcc in the harness (both without fast math, same grid); NVRTC's PTX of that source
 # addresses shared memory through 64-bit registers where nvcc's uses 32-bit ones (every Hopper kernel: 2-4x the add.s64).
-# Here the library runs both: cache A as NVRTC built it (mlajit-warmup --tp 1,8 --arch sm_90a on the CPU machine), cache B the
-# same entries with nvcc's cubins of the same specialized sources (tools/dev/nvcc_cubins.py), MLAJIT_OFFLINE=1 so nothing
-# compiles. mlajit-bench (mqa with the workspace and mha, 128 and 16 heads, 8k) alternated A / B three times, then the
-# 16- and 128-head sparse kernels under ncu, and both sparse cubins' SASS to compare.
+# Here the library runs both: cache A as NVRTC built it, cache B the same entries with nvcc's cubins of the same specialized
+# sources (both made by tools/dev/mqa/prep_t32.sh on the CPU machine from the tree the call carries: run it first),
+# MLAJIT_OFFLINE=1 so nothing compiles (a key that does not match is an error in the log, not a silent compile). Both sparse
+# cubins' SASS, then mlajit-bench (sparse MQA with the workspace, 16 heads, 8k) alternated A / B twice, the 16-head kernel
+# under ncu from each, and 128 heads once each.
 # First, while the library builds: the harness's perrmnf (the same source by nvcc, build_t31) on the contiguous cache with the
-# padding at the row end and scattered (as the bench's), then under ncu with the same metrics as the library below.
-# carry ["tools/dev/mqa/build_t32", "tools/dev/mqa/build_t31", ".devdeps"]; about 5 minutes.
+# padding scattered (as the bench's), then under ncu with the same metrics as the library below.
+# carry ["tools/dev/mqa/build_t32", "tools/dev/mqa/build_t31", ".devdeps"]; about 4 minutes. (build_t31's perrmnf is the
+# persistent form as of 89346ae, the same kernel the runtime has since session 33.)
 source "$(dirname "$0")/run_common.sh"
 trap 'tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs' EXIT
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
