@@ -6,7 +6,8 @@
 # sources (both made by tools/dev/mqa/prep_t32.sh on the CPU machine from the tree the call carries: run it first),
 # MLAJIT_OFFLINE=1 so nothing compiles (a key that does not match is an error in the log, not a silent compile). Both sparse
 # cubins' SASS, then mlajit-bench (sparse MQA with the workspace, 16 heads, 8k) alternated A / B twice, the 16-head kernel
-# under ncu from each, and 128 heads once each.
+# under ncu from each, the one-block form through the library once (MLAJIT_MQA_PERSIST=0; the harness times its own), and 128
+# heads once each.
 # First, while the library builds: the harness's perrmnf (the same source by nvcc, build_t31) on the contiguous cache with the
 # padding scattered (as the bench's), then under ncu with the same metrics as the library below.
 # carry ["tools/dev/mqa/build_t32", "tools/dev/mqa/build_t31", ".devdeps"]; about 4 minutes. (build_t31's perrmnf is the
@@ -16,7 +17,7 @@ trap 'tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs' EXIT
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
 JOBS=14 bash tools/dev/mqa/lib_build.sh $OUT/logs mlajit-bench & bp=$!
 H=tools/dev/mqa/build_t31/harness
-HC=h16sm90tperrmnf_pre
+HC=h16sm90tperrmnf_pre,h16sm90tnf_pre
 for sc in --scatter; do
   timeout 60 $H --no-check $sc --compact-threads 512 --bench-s 8192 --bench-heads 16 --bench-configs $HC --reps 5 --log $OUT/logs/h${sc}.log > /dev/null 2>&1
   echo "harness $sc rc $? $(el)"; sed -n '/^config/,$p' $OUT/logs/h${sc}.log
@@ -39,6 +40,9 @@ for rep in 1 2; do
     echo "rep $rep cache $c rc $? $(el): $(grep -E "^(mqa|mha) |ERROR" $OUT/logs/lib_${rep}_$c.log | cut -c1-100)"
   done
 done
+# The one-block form through the library (the harness's: h16sm90tnf_pre above): is the gap the persistent form's or every form's?
+MLAJIT_MQA_PERSIST=0 MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cacheA timeout 60 "${B[@]}" --ops mqa --heads 16 > $OUT/logs/lib_onebl.log 2>&1
+echo "one block a token, cache A rc $? $(el): $(grep -E "^(mqa|mha) |ERROR" $OUT/logs/lib_onebl.log | cut -c1-100)"
 for c in A B; do
   MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 40 ncu --clock-control none --cache-control none \
     --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second -k regex:sparse_mqa_fwd \
