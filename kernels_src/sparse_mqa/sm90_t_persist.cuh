@@ -24,7 +24,6 @@
 // ring): the host launches this form only then, with min(tokens, SMs) blocks.
 #pragma once
 
-
 // The full barriers for a slot's odd uses (full[slot] takes the even ones), in the key-set area, which the persistent form
 // does not use. Why two a slot: warpgroup 1 runs up to a token ahead of warpgroup 0 (math_merged), and
 // in the ring a slot's previous use may be warpgroup 0's tile, not yet gathered when warpgroup 1 waits for its own. With one
