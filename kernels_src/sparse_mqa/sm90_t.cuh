@@ -181,7 +181,6 @@ MJ_DEVICE void clear_softmax(float (&ot)[8][kAcc], float (&m)[kCols], float (&l)
 // How stage_o writes a warpgroup's O^T into the fp32 staging buffer.
 enum StageMode {
     kStageScaled,      // O^T sc stored
-    kStageAdd,         // O^T sc added to what the buffer holds (the other warpgroup's scaled O^T)
     kStageRaw,         // O^T stored unscaled (the persistent grid's hand-over, math_merged)
     kStageAddScaled,   // O^T sc added to what the buffer holds times sc_w (the other warpgroup's unscaled O^T and factors)
 };
@@ -204,7 +203,6 @@ MJ_DEVICE void stage_o(float* w, const float (&ot)[8][kAcc], const float (&sc)[k
                 }
                 const float v = __fmul_rn(o, sc[j]);
                 if constexpr (MODE == kStageScaled) *x = v;
-                if constexpr (MODE == kStageAdd) *x = __fadd_rn(v, *x);
                 if constexpr (MODE == kStageAddScaled) *x = __fadd_rn(v, __fmul_rn(*x, sc_w[j]));
             }
 }
