@@ -2,8 +2,7 @@
 # One device call that does as much of a session's device work as its time allows (BUDGET seconds, default 570): the harness
 # run RUN (default tools/dev/mqa/run_t32.sh, at most RUN_S seconds, default 280), on an H200 the planner's calibration
 # (calibrate_call.sh; CAL=0 leaves it out), then the closing call (closing_call.sh: whole with SOAK_S 90 where 330 s are left,
-# QUICK with SOAK_S 45 where 150 are). A run that writes $OUT/run/ring.env sets the rest of the call's environment (run_t29 /
-# run_t30: the switches they found faster and clean). Logs under $OUT/run, $OUT/cal, $OUT/close (one logs.tgz each). Name in
+# QUICK with SOAK_S 45 where 150 are). Logs under $OUT/run, $OUT/cal, $OUT/close (one logs.tgz each). Name in
 # `carry` what RUN needs and `.devdeps`.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,7 +10,6 @@ top="${OUT:-/tmp/session_call}"; mkdir -p "$top/run" "$top/cal" "$top/close"
 t0=$(date +%s); left() { echo $(( ${BUDGET:-570} - ($(date +%s) - t0) )); }
 OUT="$top/run" timeout "${RUN_S:-280}" bash "${RUN:-tools/dev/mqa/run_t32.sh}"
 echo "=== run done, $(left) s left"
-[ -f "$top/run/ring.env" ] && { source "$top/run/ring.env"; echo "=== from the run: MLAJIT_NVRTC_FLAGS=${MLAJIT_NVRTC_FLAGS:-}"; }
 if [ "${CAL:-1}" = 1 ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 280 ]; then
   OUT="$top/cal" timeout 270 bash tools/device/calibrate_call.sh
   echo "=== calibration done, $(left) s left"
