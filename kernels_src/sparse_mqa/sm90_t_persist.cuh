@@ -153,6 +153,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
         mj90::setmaxnreg_dec<kProducerRegs>();
         const int pw = warp - 8;
         constexpr int kR = kN / 4;
+        const unsigned tile0 = mj90::smem_u32(smem + kOffK);
         int g0 = 0;  // the block's tiles before this token
         for (int i = blockIdx.x; i < ntok; i += gridDim.x) {
             const int slot_row = token(i) - first;
@@ -164,7 +165,7 @@ MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) 
                 const int c = t * kN + pw * kR + lane % kR;  // the lanes past kR repeat the first ones' rows
                 const unsigned char* mine = c < nvalid ? mj_idx::units_row(p, kept[c]) : nullptr;
                 if (uses > 0) mj90::mbar_wait(&empty[slot], (unsigned)((uses - 1) & 1));
-                gather_rows(p, smem + kOffK + slot * kTileBytes, mine, pw, lane);
+                gather_rows(p, tile0 + slot * kTileBytes, mine, pw, lane);
                 mj90::cp_async_mbar_arrive_noinc(&full_bars(full, uses)[slot]);
             }
             g0 += ntiles;

@@ -21,11 +21,12 @@ template <int ROWS, int THREADS, int C0 = 0>
 MJ_DEVICE void load_q(const SparseMqaFwdParams& p, int tok, int head0, unsigned char* dst, int tid) {
     constexpr int kChunks = 72 - C0;
     const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
+    const unsigned dst_a = mj90::smem_u32(dst);  // 32-bit offsets: NVRTC keeps shared pointers 64 bits wide
     for (int i = tid; i < ROWS * kChunks; i += THREADS) {
         const int row = i / kChunks, c = C0 + i - row * kChunks;
         const bool ok = head0 + row < p.num_heads;
         const unsigned char* src = ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
-        mj90::cp_async_16(dst + chunk_off<ROWS * 128>(row, c), src, ok);
+        mj90::cp_async_16_addr(dst_a + chunk_off<ROWS * 128>(row, c), src, ok);
     }
     mj90::cp_async_commit();
 }
