@@ -520,14 +520,14 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             return mj_idx::set_row(p, rq, irow, ks, nwords, nvalid, c);
         };
         auto copy_half = [&](int slot, const unsigned char* mine, bool hi, unsigned long long* bar) {
-            const unsigned tile_a = mj90::smem_u32(smem + kOffK) + slot * kTileBytes;  // 32-bit: see gather_rows in sm90_t.cuh
+            unsigned char* tile = smem + kOffK + slot * kTileBytes;
 #pragma unroll 4
             for (int i = 0; i < 16; ++i) {
                 const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
                 const bool ok = rowp != nullptr;
                 const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
                 if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
-                auto copy = [&](int c) { mj90::cp_async_16_addr(tile_a + tile_off(pw * 16 + i, c), src + c * 16, ok); };
+                auto copy = [&](int c) { mj90::cp_async_16(tile + tile_off(pw * 16 + i, c), src + c * 16, ok); };
                 if (!hi) {
                     copy(lane);
                 } else {
@@ -580,22 +580,21 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 else mj90::mbar_wait(kSplitRel ? &own[slot] : &empty[slot], (unsigned)((t / kS - 1) & 1));
             }
             unsigned char* tile = smem + kOffK + slot * kTileBytes;
-            const unsigned tile_a = mj90::smem_u32(tile);  // 32-bit offsets below (NVRTC keeps shared pointers 64 bits wide)
             if constexpr (kSplitRel) {  // blocks 4-8 now (empty_hi), blocks 0-3 once warpgroup 0 is done (empty)
 #pragma unroll 4
                 for (int i = 0; i < kRows; ++i) {
                     const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
                     const bool ok = rowp != nullptr;
                     const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
-                    mj90::cp_async_16_addr(tile_a + tile_off(rbase + i, lane + 32), src + (lane + 32) * 16, ok);
-                    if (lane < 8) mj90::cp_async_16_addr(tile_a + tile_off(rbase + i, lane + 64), src + (lane + 64) * 16, ok);
+                    mj90::cp_async_16(tile + tile_off(rbase + i, lane + 32), src + (lane + 32) * 16, ok);
+                    if (lane < 8) mj90::cp_async_16(tile + tile_off(rbase + i, lane + 64), src + (lane + 64) * 16, ok);
                 }
                 if (t >= kS) mj90::mbar_wait(&empty[slot], (unsigned)((t / kS - 1) & 1));
 #pragma unroll 4
                 for (int i = 0; i < kRows; ++i) {
                     const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
                     const bool ok = rowp != nullptr;
-                    mj90::cp_async_16_addr(tile_a + tile_off(rbase + i, lane), (ok ? rowp : (const unsigned char*)p.kv) + lane * 16, ok);
+                    mj90::cp_async_16(tile + tile_off(rbase + i, lane), (ok ? rowp : (const unsigned char*)p.kv) + lane * 16, ok);
                 }
             }
 #pragma unroll 4
@@ -605,9 +604,9 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                 const bool ok = rowp != nullptr;
                 const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
                 if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
-                mj90::cp_async_16_addr(tile_a + tile_off(r, lane), src + lane * 16, ok);
-                mj90::cp_async_16_addr(tile_a + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
-                if (!kPair && lane < 8) mj90::cp_async_16_addr(tile_a + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
+                mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
+                mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
+                if (!kPair && lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
             }
             if constexpr (kPair) {
 #pragma unroll
@@ -616,7 +615,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
                     const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine_rope, rr);
                     const bool ok = rowp != nullptr;
                     if constexpr (MJ_MQA90_DEV_SKIP == 3) continue;
-                    mj90::cp_async_16_addr(tile_a + tile_off(pw * 16 + rr, 64 + (lane & 7)), (ok ? rowp : (const unsigned char*)p.kv) + (64 + (lane & 7)) * 16, ok);
+                    mj90::cp_async_16(tile + tile_off(pw * 16 + rr, 64 + (lane & 7)), (ok ? rowp : (const unsigned char*)p.kv) + (64 + (lane & 7)) * 16, ok);
                 }
                 mj90::cp_async_mbar_arrive_noinc(&own[slot]);
                 if (pw == 3 && lane == 0) {

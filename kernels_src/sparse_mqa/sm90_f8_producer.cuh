@@ -86,7 +86,7 @@ MJ_DEVICE void produce(const SparseMqaFwdParams& p, const mj_idx::Request& rq, c
         for (int i = 0; i < kRowsPerWarp; ++i) {
             const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)cur, i);
             if (lane < 8)
-                mj90::cp_async_16_addr(tile_a + tile_off(pw * kRowsPerWarp + i, 64 + lane),
+                mj90::cp_async_16(tile + tile_off(pw * kRowsPerWarp + i, 64 + lane),
                                   (rowp != nullptr ? rowp : (const unsigned char*)p.kv) + mj_fp8::kRopeOff + lane * 16, rowp != nullptr);
         }
 #pragma unroll

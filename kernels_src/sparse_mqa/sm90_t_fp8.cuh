@@ -220,7 +220,6 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
                     mj_mqa90t_common::bulk_rows<kR, mj_fp8::kRowBytes>(sl + pw * kR * mj_fp8::kRowBytes, mine, lane, &full[slot]);
                     continue;
                 }
-                const unsigned sl_a = mj90::smem_u32(sl);  // 32-bit offsets (see gather_rows in sm90_t.cuh)
 #pragma unroll 4
                 for (int i = 0; i < kR; ++i) {
                     const unsigned char* rowp = (const unsigned char*)__shfl_sync(0xffffffffu, (unsigned long long)mine, i);
@@ -228,10 +227,10 @@ MJ_DEVICE void run(const SparseMqaFwdParams& p) {
                     const bool ok = rowp != nullptr;
                     const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
                     if constexpr (MJ_MQA90T_DEV_SKIP == 3) continue;
-                    mj90::cp_async_16_addr(sl_a + kRope + r * 512 + code_chunk(r, lane) * 16, src + lane * 16, ok);
-                    if (lane == 0) mj90::cp_async_16_addr(sl_a + kRope + kCodes + r * 16, src + mj_fp8::kScaleOff, ok);
+                    mj90::cp_async_16(sl + kRope + r * 512 + code_chunk(r, lane) * 16, src + lane * 16, ok);
+                    if (lane == 0) mj90::cp_async_16(sl + kRope + kCodes + r * 16, src + mj_fp8::kScaleOff, ok);
                     else if (lane <= 8)
-                        mj90::cp_async_16_addr(sl_a + r * 128 + (((lane - 1) ^ (r & 7)) << 4), src + mj_fp8::kRopeOff + (lane - 1) * 16, ok);
+                        mj90::cp_async_16(sl + r * 128 + (((lane - 1) ^ (r & 7)) << 4), src + mj_fp8::kRopeOff + (lane - 1) * 16, ok);
                 }
                 mj90::cp_async_mbar_arrive_noinc(&full[slot]);
             }
