@@ -154,8 +154,8 @@ KernelSpec sparse_mqa_spec(const Arch& arch, const MqaTile& t, bool kv_fp8) {
 std::optional<KernelSpec> sparse_mqa_persistent_spec(const KernelSpec& s) {
     // The keys-as-M kernel's persistent grid: bf16 cache, 16 heads (sparse_mqa/sm90_t_persist.cuh, its ring across tokens with
     // warpgroup 0 merging alone). H100, 8k, 16 heads, the same bits: the kernel in the harness 2.766 against 3.08 ms a block a
-    // token; through the library 3.272-3.281 against 3.353-3.359 for the previous persistent form (H200, with the pre-pass;
-    // docs/PERF.md "Session 33").
+    // token; through the library, with the pre-pass, 2.97-3.01 ms since its producer takes 32-bit shared addresses (3.26-3.27
+    // before; one block a token 3.44; docs/PERF.md "Session 34").
     if (s.family != Family::sparse_mqa_fwd_sm90t || s.p[0] != 16 || s.p[5] != 0 || !config().mqa_persist) return std::nullopt;
     KernelSpec p = s;
     p.p[6] = 1;
