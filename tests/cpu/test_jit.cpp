@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <random>
 #include <regex>
+#include <sstream>
 
 #include "common/error.h"
+#include "config/env.h"
 #include "cuda/driver_api.h"
 #include "jit/compiler.h"
 #include "jit/kernel_store.h"
@@ -80,6 +84,61 @@ TEST_CASE("jit: the keys-as-M kernel's persistent grid (PERSIST 1) compiles thro
     CHECK(is_elf(persistent.cubin));
     CHECK(persistent.cubin != one_block_a_token.cubin);
     CHECK_MESSAGE(!std::regex_search(persistent.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), persistent.log);
+}
+
+namespace {
+// The smallest loop (a backward branch to a label above it) of a PTX text holding at least `copies` cp.async instructions,
+// as its lines; empty when there is none.
+std::vector<std::string> smallest_copy_loop(const std::string& ptx, int copies) {
+    std::vector<std::string> lines;
+    std::istringstream in(ptx);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    std::map<std::string, size_t> labels;
+    const std::regex label(R"(^(\$L__BB\d+_\d+):)"), branch(R"(\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);)");
+    for (size_t i = 0; i < lines.size(); ++i)
+        if (std::smatch m; std::regex_search(lines[i], m, label)) labels[m[1]] = i;
+    std::vector<std::string> best;
+    for (size_t i = 0; i < lines.size(); ++i) {
+        std::smatch m;
+        if (!std::regex_search(lines[i], m, branch)) continue;
+        auto it = labels.find(m[1]);
+        if (it == labels.end() || it->second >= i) continue;
+        std::vector<std::string> body(lines.begin() + (long)it->second, lines.begin() + (long)i + 1);
+        const auto n = std::count_if(body.begin(), body.end(), [](const std::string& l) { return l.find("cp.async.cg.shared.global") != std::string::npos; });
+        if (n >= copies && (best.empty() || body.size() < best.size())) best = std::move(body);
+    }
+    return best;
+}
+}  // namespace
+
+TEST_CASE("jit: the persistent grid's gather loop gives cp.async 32-bit shared addresses through NVRTC") {
+    // NVRTC keeps shared pointers 64 bits wide (nvcc does not): a destination computed as a pointer costs a 64-bit add and a
+    // cvt.u32.u64 per copy, and that made the 16-head persistent kernel 8 % slower through the library than nvcc's code of
+    // the same source (H100, docs/PERF.md "Session 34"). The gather loop (4 rows of 3 copies) must carry none of them.
+    REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
+    const fs::path dir = fresh_dir("ptx");
+    ::setenv("MLAJIT_DUMP_DIR", dir.c_str(), 1);
+    reload_config();
+    KernelSpec s = sparse_mqa_spec(Arch::parse("sm_90a"), kMqaHopperTile16, false);
+    s.p[6] = 1;  // PERSIST
+    const PreparedKernel k = prep(s, kernel_files());
+    const CompileOutput out = compile_kernel(k);
+    ::unsetenv("MLAJIT_DUMP_DIR");
+    reload_config();
+    REQUIRE(is_elf(out.cubin));
+    const fs::path ptx_path = dir / ("sparse_mqa_fwd_sm90t_" + k.source_key.hex().substr(0, 16) + ".ptx");
+    std::ifstream f(ptx_path);
+    REQUIRE_MESSAGE(f.good(), "MLAJIT_DUMP_DIR wrote no PTX at " << ptx_path.string());
+    const std::string ptx((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto loop = smallest_copy_loop(ptx, 12);
+    REQUIRE_MESSAGE(!loop.empty(), "no loop of 12 cp.async copies in the persistent kernel's PTX: if gather_rows changed shape, "
+                                   "update this test's count (sparse_mqa/sm90_t.cuh)");
+    std::string wide;
+    for (const auto& l : loop)
+        if (l.find("cvt.u32.u64") != std::string::npos) wide += l + "\n";
+    CHECK_MESSAGE(wide.empty(), "the gather loop converts 64-bit shared pointers to addresses (give cp.async a 32-bit address "
+                                "made once: mj90::smem_u32 outside the loop, cp_async_16_addr inside):\n" << wide);
+    fs::remove_all(dir);
 }
 
 TEST_CASE("jit: the sparse MQA key-set pre-pass compiles for both width classes and both caches, without spills") {
