@@ -9,7 +9,8 @@
 # nvcc's cubins); each through MLAJIT_KERNELS_DIR (build_t33/kernels_n, kernels_old) so the keys match. If N's one-block and
 # 128-head times equal A's or beat them here, give those kernels the 32-bit form too (3a6c822's sm90.cuh and FP8 producers).
 # No library build: carries build/mlajit-bench from the CPU machine (Debian 12, glibc 2.36; the device's glibc is newer).
-# carry ["build/mlajit-bench", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]; ~1-2 minutes.
+# carry ["build/mlajit-bench", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]; ~2 minutes.
+# Last, the same A / B question for dense MHA at 128 heads and masked MHA at 16 heads (8k).
 source "$(dirname "$0")/run_common.sh"
 trap 'tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs' EXIT
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
@@ -17,12 +18,15 @@ D=tools/dev/mqa/build_t33
 rm -rf /tmp/cacheN /tmp/cacheA /tmp/cacheB
 cp -r $D/N /tmp/cacheN; cp -r $D/B /tmp/cacheB; cp -r tools/dev/mqa/build_t32/A /tmp/cacheA
 envof() { if [ $1 = N ]; then echo "MLAJIT_KERNELS_DIR=$PWD/$D/kernels_n"; else echo "MLAJIT_KERNELS_DIR=$PWD/$D/kernels_old"; fi; }
-run() {  # run CACHE HEADS [env...]
-  local c=$1 h=$2; shift 2; local log=lib${h}_${c}_$(date +%s%N | cut -c8-13)
-  env $(envof $c) "$@" MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 60 build/mlajit-bench --s-q 8192 --topk 2048 --ops mqa \
-    --heads $h --reps 20 > $OUT/logs/$log.log 2>&1
-  echo "$c h$h $* rc $? $(el): $(grep -E "^(mqa|mha) |ERROR|error" $OUT/logs/$log.log | head -2 | cut -c1-80)"
+run() {  # run CACHE HEADS [env...]   (OPS: the bench's --ops, default mqa)
+  local c=$1 h=$2; shift 2; local log=lib${OPS:-mqa}${h}_${c}_$(date +%s%N | cut -c8-13)
+  env $(envof $c) "$@" MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 60 build/mlajit-bench --s-q 8192 --topk 2048 \
+    --ops ${OPS:-mqa} --heads $h --reps 20 > $OUT/logs/$log.log 2>&1
+  echo "$c h$h $* rc $? $(el): $(grep -E "^(mqa|mha|masked) |ERROR|error" $OUT/logs/$log.log | head -2 | cut -c1-80)"
 }
 for c in N A B N A B; do run $c 128; done
 for c in N A B N A B; do run $c 16 MLAJIT_MQA_PERSIST=0; done
 for c in N A B; do run $c 16; done
+# Dense and masked MHA (mha_fwd_sm90): does NVRTC's code cost there too? B holds nvcc's cubins of those kernels as well.
+for c in A B A B; do OPS=mha run $c 128; done
+for c in A B A B; do OPS=masked run $c 16; done
