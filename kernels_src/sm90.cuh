@@ -217,6 +217,11 @@ MJ_DEVICE void cluster_sync() {
 MJ_DEVICE void cp_async_16_addr(unsigned saddr, const void* gmem, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
+// The same copy to `base + off`, base a pointer or a 32-bit shared address. Through NVRTC they are not the same code: it
+// keeps shared pointers 64 bits wide, so the pointer form costs a 64-bit add and a conversion a copy (the 16-head persistent
+// kernel's gather loop: 134 SASS instructions for 4 rows against 110; docs/perf_mqa_notes.md, session 34).
+MJ_DEVICE void cp_async_16_at(unsigned char* base, unsigned off, const void* gmem, bool valid) { cp_async_16(base + off, gmem, valid); }
+MJ_DEVICE void cp_async_16_at(unsigned base, unsigned off, const void* gmem, bool valid) { cp_async_16_addr(base + off, gmem, valid); }
 // Global -> shared bulk copy (TMA engine, no tensor map) of `bytes` (a multiple of 16, both addresses 16-byte aligned),
 // completing as transaction bytes on `bar`.
 MJ_DEVICE void bulk_copy_g2s(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {

@@ -209,11 +209,10 @@ MJ_DEVICE void stage_o(float* w, const float (&ot)[8][kAcc], const float (&sc)[k
 
 // Producer warp pw's rows of a bf16 tile, kN / 4 of them from row kN / 4 pw on: lane i's `mine` is row i's latent row (nullptr
 // past the key set: zeros), each row copied by the whole warp, 512 contiguous bytes an instruction. TILE: the tile as a
-// pointer or as a 32-bit shared address. NVRTC keeps shared pointers 64 bits wide (nvcc does not), so through NVRTC the
-// pointer form's loop is 134 SASS instructions for 4 rows against 110 for the address form (nvcc: 110 either way); the
-// persistent grid (the 16-head default) ran 8 % faster with the address form (3.01 / 2.97 ms against 3.27 / 3.26 through the
-// library, H100, session 34), nvcc's speed. The one-block form keeps the pointer form: the one run of it with the address
-// form was slower (4.03 against 3.44 ms, a different run; tools/dev/mqa/run_t35.sh settles it).
+// pointer or as a 32-bit shared address (mj90::cp_async_16_at). The persistent grid (the 16-head default) ran 8 % faster with
+// the address form (3.01 / 2.97 ms against 3.27 / 3.26 through the library, H100, session 34), nvcc's speed. The one-block
+// form keeps the pointer form: the one run of it with the address form was slower (4.03 against 3.44 ms, a different run;
+// tools/dev/mqa/run_t35.sh settles it).
 template <class TILE>
 MJ_DEVICE void gather_rows(const SparseMqaFwdParams& p, TILE tile, const unsigned char* mine, int pw, int lane) {
     constexpr int kR = kN / 4;
@@ -224,15 +223,9 @@ MJ_DEVICE void gather_rows(const SparseMqaFwdParams& p, TILE tile, const unsigne
         const bool ok = rowp != nullptr;
         const unsigned char* src = ok ? rowp : (const unsigned char*)p.kv;
         if constexpr (MJ_MQA90T_DEV_SKIP == 3) continue;
-        if constexpr (sizeof(TILE) == 4) {
-            mj90::cp_async_16_addr(tile + tile_off(r, lane), src + lane * 16, ok);
-            mj90::cp_async_16_addr(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
-            if (lane < 8) mj90::cp_async_16_addr(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
-        } else {
-            mj90::cp_async_16(tile + tile_off(r, lane), src + lane * 16, ok);
-            mj90::cp_async_16(tile + tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
-            if (lane < 8) mj90::cp_async_16(tile + tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
-        }
+        mj90::cp_async_16_at(tile, tile_off(r, lane), src + lane * 16, ok);
+        mj90::cp_async_16_at(tile, tile_off(r, lane + 32), src + (lane + 32) * 16, ok);
+        if (lane < 8) mj90::cp_async_16_at(tile, tile_off(r, lane + 64), src + (lane + 64) * 16, ok);
     }
 }
 

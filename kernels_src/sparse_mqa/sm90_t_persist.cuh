@@ -84,7 +84,7 @@ MJ_DEVICE void math_merged(const SparseMqaFwdParams& p, unsigned char* smem, int
     // The block's k-th token's Q into buffer k & 1, by warpgroup 0: when it issues token k + 1's load at token k's start, both
     // warpgroups are done with token k - 1, the buffer's last reader (warpgroup 1 handed over k - 1 after its last tile).
     auto load_q = [&](int k, int i) {
-        mj_tile90::load_q<kH, 128, 0, true>(p, token(i), head0, smem + kOffQ + (k & 1) * 9 * kQBlk, tid);
+        mj_tile90::load_q<kH, 128>(p, token(i), head0, mj90::smem_u32(smem + kOffQ) + (k & 1) * 9 * kQBlk, tid);
         mj90::cp_async_mbar_arrive_noinc(&qfull[k & 1]);
     };
     if (wg == 0 && (int)blockIdx.x < ntok) load_q(0, blockIdx.x);

@@ -17,19 +17,17 @@ MJ_DEVICE unsigned chunk_off(int r, int c) {
 // Q [ROWS heads x 576] of token `tok` from head head0 on, into `dst` (blocks ROWS * 128 bytes apart), issued by threads
 // 0..THREADS-1 (the caller's `tid`) as cp.async in one commit group; heads past num_heads load zeros. The caller waits
 // (cp.async.wait_group) and fences the async proxy before wgmma reads it. C0 > 0: only chunks C0..71 (C0 64: q_pe alone).
-// ADDR32: destinations as 32-bit shared addresses rather than pointers (see gather_rows in sm90_t.cuh: NVRTC keeps shared
-// pointers 64 bits wide); the persistent 16-head grid uses it, the other kernels keep the form they were measured with.
-template <int ROWS, int THREADS, int C0 = 0, bool ADDR32 = false>
-MJ_DEVICE void load_q(const SparseMqaFwdParams& p, int tok, int head0, unsigned char* dst, int tid) {
+// DST: `dst` as a pointer or as a 32-bit shared address (mj90::cp_async_16_at); the persistent 16-head grid passes the
+// address, the other kernels keep the pointer form they were measured with.
+template <int ROWS, int THREADS, int C0 = 0, class DST>
+MJ_DEVICE void load_q(const SparseMqaFwdParams& p, int tok, int head0, DST dst, int tid) {
     constexpr int kChunks = 72 - C0;
     const unsigned char* qtok = (const unsigned char*)p.q + (mj_i64)tok * p.q_stride_tok * 2;
-    const unsigned dst_a = ADDR32 ? mj90::smem_u32(dst) : 0u;
     for (int i = tid; i < ROWS * kChunks; i += THREADS) {
         const int row = i / kChunks, c = C0 + i - row * kChunks;
         const bool ok = head0 + row < p.num_heads;
         const unsigned char* src = ok ? qtok + ((mj_i64)(head0 + row) * p.q_stride_head + c * 8) * 2 : (const unsigned char*)p.q;
-        if constexpr (ADDR32) mj90::cp_async_16_addr(dst_a + chunk_off<ROWS * 128>(row, c), src, ok);
-        else mj90::cp_async_16(dst + chunk_off<ROWS * 128>(row, c), src, ok);
+        mj90::cp_async_16_at(dst, chunk_off<ROWS * 128>(row, c), src, ok);
     }
     mj90::cp_async_commit();
 }
