@@ -45,6 +45,10 @@ PreparedKernel prepare_kernel(const KernelSpec& spec, const KernelFiles& files, 
     return k;
 }
 
+std::string dump_file_name(const PreparedKernel& k, const std::string& ext) {
+    return std::string(family_info(k.spec.family).name) + "_" + k.source_key.hex().substr(0, 16) + ext;
+}
+
 namespace {
 
 std::string program_log(const NvrtcApi& nv, nvrtcProgram prog) {
@@ -61,7 +65,7 @@ void dump(const PreparedKernel& k, const std::string& ext, const std::string& te
     if (!dir) return;
     std::error_code ec;
     std::filesystem::create_directories(*dir, ec);
-    auto path = *dir / (std::string(family_info(k.spec.family).name) + "_" + k.source_key.hex().substr(0, 16) + ext);
+    auto path = *dir / dump_file_name(k, ext);
     std::ofstream out(path, std::ios::binary);
     out << text;
     if (!out) log().warn("MLAJIT_DUMP_DIR: could not write {}", path.string());

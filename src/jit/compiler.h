@@ -29,6 +29,10 @@ inline constexpr int kCacheFormatVersion = 1;
 PreparedKernel prepare_kernel(const KernelSpec& spec, const KernelFiles& files, const std::vector<std::string>& extra_flags,
                               int nvrtc_major, int nvrtc_minor);
 
+// The file name MLAJIT_DUMP_DIR gives a kernel's `ext` (".cu", ".ptx", ".log"): family and the source key's first 16 hex
+// digits, so one specialization's files sit together and a changed source gets new ones.
+std::string dump_file_name(const PreparedKernel& k, const std::string& ext);
+
 struct CompileOutput {
     std::vector<char> cubin;
     std::string log;  // NVRTC log (ptxas resource usage included)

@@ -126,7 +126,7 @@ TEST_CASE("jit: the persistent grid's gather loop gives cp.async 32-bit shared a
     ::unsetenv("MLAJIT_DUMP_DIR");
     reload_config();
     REQUIRE(is_elf(out.cubin));
-    const fs::path ptx_path = dir / ("sparse_mqa_fwd_sm90t_" + k.source_key.hex().substr(0, 16) + ".ptx");
+    const fs::path ptx_path = dir / dump_file_name(k, ".ptx");
     std::ifstream f(ptx_path);
     REQUIRE_MESSAGE(f.good(), "MLAJIT_DUMP_DIR wrote no PTX at " << ptx_path.string());
     const std::string ptx((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
