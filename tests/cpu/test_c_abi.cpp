@@ -10,6 +10,7 @@
 
 #include "config/env.h"
 #include "mlajit/mlajit.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -89,8 +90,7 @@ TEST_CASE("C ABI: NULL args and the init macro") {
 
 TEST_CASE("C ABI: mlajit_warmup compiles a model's kernels for an arch with no GPU, then finds them cached") {
     mlajit::test::TempDir dir("abi-warmup");
-    ::setenv("MLAJIT_CACHE_DIR", dir.str().c_str(), 1);
-    mlajit::reload_config();
+    mlajit::test::ScopedEnv cache("MLAJIT_CACHE_DIR", dir.str().c_str());
     mlajit_warmup_args w = MLAJIT_ARGS_INIT(mlajit_warmup_args);
     const int tp[] = {1};
     int compiled = -1, cached = -1;
@@ -125,6 +125,4 @@ TEST_CASE("C ABI: mlajit_warmup compiles a model's kernels for an arch with no G
         CHECK(mlajit_warmup(&w) == MLAJIT_ERROR_UNSUPPORTED);
         CHECK(has(last(), arch));
     }
-    ::unsetenv("MLAJIT_CACHE_DIR");
-    mlajit::reload_config();
 }

@@ -15,6 +15,7 @@
 #include "ops/gemm_sm90_maps.h"
 #include "ops/kernel_configs.h"
 #include "ops/variants.h"
+#include "support/scoped_env.h"
 
 using namespace mlajit;
 
@@ -107,18 +108,11 @@ TEST_CASE("gemm sm90: warmup's variants hold the projections' GEMM kernels on sm
     };
     // Per tile: the up/output projection, the query absorption and (by default: the paged up-projection reads
     // the pages up to kFusedPagedAutoMaxHeads heads) the paged-A up-projection. MLAJIT_GEMM=unfused: not the last.
-    const char* prev = std::getenv("MLAJIT_GEMM");
-    const std::string saved = prev ? prev : "";
-    unsetenv("MLAJIT_GEMM");
-    reload_config();
+    mlajit::test::ScopedEnv gemm("MLAJIT_GEMM", nullptr);
     const auto by_default = model_variants(m, {1, 8}, {Arch::parse("sm_90a")});
     const auto on_sm80 = count(model_variants(m, {1, 8}, {Arch::parse("sm_80")}));
-    setenv("MLAJIT_GEMM", "unfused", 1);
-    reload_config();
+    gemm.set("unfused");
     const auto unfused = model_variants(m, {1, 8}, {Arch::parse("sm_90a")});
-    if (prev) setenv("MLAJIT_GEMM", saved.c_str(), 1);
-    else unsetenv("MLAJIT_GEMM");
-    reload_config();
     CHECK(count(by_default) == 12);
     CHECK(paged(by_default) == 4);
     CHECK(count(unfused) == 8);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "ops/kernel_configs.h"
 #include "ops/variants.h"
 #include "runtime/handle.h"
+#include "support/scoped_env.h"
 
 using namespace mlajit;
 namespace fs = std::filesystem;
@@ -117,14 +119,12 @@ TEST_CASE("jit: the persistent grid's gather loop gives cp.async 32-bit shared a
     // the same source (H100, docs/PERF.md "Session 34"). The gather loop (4 rows of 3 copies) must carry none of them.
     REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
     const fs::path dir = fresh_dir("ptx");
-    ::setenv("MLAJIT_DUMP_DIR", dir.c_str(), 1);
-    reload_config();
+    std::optional<mlajit::test::ScopedEnv> dump(std::in_place, "MLAJIT_DUMP_DIR", dir.c_str());
     KernelSpec s = sparse_mqa_spec(Arch::parse("sm_90a"), kMqaHopperTile16, false);
     s.p[6] = 1;  // PERSIST
     const PreparedKernel k = prep(s, kernel_files());
     const CompileOutput out = compile_kernel(k);
-    ::unsetenv("MLAJIT_DUMP_DIR");
-    reload_config();
+    dump.reset();
     REQUIRE(is_elf(out.cubin));
     const fs::path ptx_path = dir / dump_file_name(k, ".ptx");
     std::ifstream f(ptx_path);

@@ -11,6 +11,7 @@
 #include "ops/kernel_configs.h"
 #include "ops/ops.h"
 #include "support/expect_invalid.h"
+#include "support/scoped_env.h"
 
 using namespace mlajit;
 using mlajit::test::has;
@@ -250,8 +251,7 @@ TEST_CASE("validation: sparse MQA's workspace runs the key-set pre-pass; a bad o
 TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST=1, the 16-head keys-as-M kernel (bf16) runs as a persistent grid") {
     // At most one block a SM, each taking several tokens (sparse_mqa/sm90_t_persist.cuh); the pre-pass still one block a
     // token. Only where the pre-pass runs and the device's SM count is given.
-    ::setenv("MLAJIT_MQA_PERSIST", "1", 1);
-    reload_config();
+    mlajit::test::ScopedEnv persist("MLAJIT_MQA_PERSIST", "1");
     for (int sms : {132, 1000}) {
         CAPTURE(sms);
         auto a = good_mqa();  // 300 tokens, 16 heads
@@ -284,8 +284,7 @@ TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST=1, the 16-head k
     }
     CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16, true), true)).has_value());
     CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
-    ::setenv("MLAJIT_MQA_PERSIST", "0", 1);
-    reload_config();
+    persist.set("0");
     CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
     auto a = good_mqa();
     auto plan = plan_sparse_mqa(kArch, a);
@@ -294,8 +293,7 @@ TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST=1, the 16-head k
     REQUIRE(plan_sparse_mqa_prepass(kArch, a, plan, 132).has_value());
     CHECK(plan.grid.x == 300);
     CHECK(plan.spec.p[6] == 0);
-    ::unsetenv("MLAJIT_MQA_PERSIST");  // the default: on
-    reload_config();
+    persist.set(nullptr);  // the default: on
     CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
 }
 
@@ -325,11 +323,10 @@ TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache
     CHECK(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 32, true), true).family == Family::sparse_mqa_fwd_sm90);
     // The same 16 heads elsewhere: the portable 16 x 32 tile on sm_80, and on sm_90a with MLAJIT_TIER=portable.
     CHECK(plan_sparse_mqa(Arch::parse("sm_80"), good_mqa()).spec.family == Family::sparse_mqa_fwd);
-    setenv("MLAJIT_TIER", "portable", 1);
-    reload_config();
-    const auto portable = plan_sparse_mqa(kArch, good_mqa());
-    unsetenv("MLAJIT_TIER");
-    reload_config();
+    const auto portable = [] {
+        mlajit::test::ScopedEnv tier("MLAJIT_TIER", "portable");
+        return plan_sparse_mqa(kArch, good_mqa());
+    }();
     CHECK(portable.spec.family == Family::sparse_mqa_fwd);
     CHECK(portable.spec.p[0] == 16);
 }
@@ -506,20 +503,17 @@ TEST_CASE("validation: sparse MQA over the FP8 latent cache") {
     }
     {
         auto b = a;  // an FP8 override the FP8 kernel has no room for names the ones it has
-        setenv("MLAJIT_MQA_TILE", "64x64", 1);
-        setenv("MLAJIT_TIER", "portable", 1);
-        reload_config();
         std::string m;
         mlajit_status st = MLAJIT_OK;
-        try {
-            plan_sparse_mqa(kArch, b);
-        } catch (const Error& e) {
-            st = e.status();
-            m = e.what();
+        {
+            mlajit::test::ScopedEnv tile("MLAJIT_MQA_TILE", "64x64"), tier("MLAJIT_TIER", "portable");
+            try {
+                plan_sparse_mqa(kArch, b);
+            } catch (const Error& e) {
+                st = e.status();
+                m = e.what();
+            }
         }
-        unsetenv("MLAJIT_MQA_TILE");
-        unsetenv("MLAJIT_TIER");
-        reload_config();
         CHECK(st == MLAJIT_ERROR_CONFIG);
         CHECK(has(m, "FP8"));
         CHECK(has(m, "64x32"));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "reference/reference.h"
+#include "support/scoped_env.h"
 
 using namespace mlajit::ref;
 
@@ -86,19 +87,6 @@ struct Mha {
     }
 };
 
-// Restores an environment variable when the test leaves, whatever it set meanwhile.
-struct EnvGuard {
-    std::string name;
-    std::optional<std::string> old;
-    explicit EnvGuard(std::string n) : name(std::move(n)) {
-        if (const char* s = std::getenv(name.c_str())) old = s;
-    }
-    ~EnvGuard() {
-        if (old) setenv(name.c_str(), old->c_str(), 1);
-        else unsetenv(name.c_str());
-    }
-};
-
 }  // namespace
 
 // ---- bf16 and random inputs ------------------------------------------------------------------------------
@@ -167,14 +155,13 @@ TEST_CASE("Rng: a large fill (parallel chunks) replays and its chunks are indepe
 }
 
 TEST_CASE("Rng: MLAJIT_TEST_SEED fixes the seed, and a bad value is an error") {
-    EnvGuard guard("MLAJIT_TEST_SEED");
-    setenv("MLAJIT_TEST_SEED", "0x3039", 1);
+    mlajit::test::ScopedEnv seed("MLAJIT_TEST_SEED", "0x3039");
     CHECK(test_seed() == 12345u);
     CHECK(Rng().seed() == 12345u);
     CHECK(Rng().seed_note().find("MLAJIT_TEST_SEED=12345") != std::string::npos);
-    setenv("MLAJIT_TEST_SEED", "12x", 1);
+    seed.set("12x");
     CHECK_THROWS_AS(test_seed(), std::invalid_argument);
-    unsetenv("MLAJIT_TEST_SEED");
+    seed.set(nullptr);
     CHECK(Rng().seed() != Rng().seed());  // fresh seeds (a 2^-64 chance of a false failure)
 }
 

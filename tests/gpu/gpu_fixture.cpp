@@ -93,21 +93,6 @@ ref::AttnResult mla_reference(ref::View q_nope, ref::View q_pe, ref::View kv_c, 
     return ref::dsa_prefill_reference(da);
 }
 
-ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) {
-        had_ = true;
-        old_ = v;
-    }
-    setenv(name, value, 1);
-    reload_config();
-}
-
-ScopedEnv::~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-    reload_config();
-}
-
 BadPageTally tally_bad_page(const std::vector<uint16_t>& good, const std::vector<uint16_t>& bad,
                             const std::vector<int32_t>& idx, int64_t width, int64_t heads, int64_t first_query_of_last,
                             int64_t bs) {

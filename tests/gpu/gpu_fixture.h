@@ -11,6 +11,7 @@
 #include "cuda/driver_api.h"
 #include "mlajit/mlajit.h"
 #include "reference/reference.h"
+#include "support/scoped_env.h"
 
 namespace mlajit::test {
 
@@ -134,20 +135,6 @@ ref::AttnResult mla_reference(ref::View q_nope, ref::View q_pe, ref::View kv_c, 
 // The outputs [T, heads, 128] of one call before (`good`) and after (`bad`) the last request's second page
 // (its keys bs .. 2 bs - 1) was made an out-of-range block-table entry, over the index rows idx [T, width].
 // Checks (doctest) that every query of the last request attending a key of that page is NaN, and tallies.
-// Sets an environment variable (and re-reads mlajit's configuration) for a scope; restores both after.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value);
-    ~ScopedEnv();
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    std::string name_;
-    bool had_ = false;
-    std::string old_;
-};
-
 struct BadPageTally {
     int64_t attending = 0;               // queries whose index row holds a key of the bad page
     int64_t nan_rows = 0;                // queries with a NaN output element

@@ -154,8 +154,7 @@ TEST_CASE("gpu: sparse MQA and masked MHA agree on DSA inputs (and dense when s_
     // Sparse MQA on the Hopper tier, then (MLAJIT_TIER=portable) on the portable one; rows with duplicates
     // on the second pass of each shape list.
     for (const char* tier : {"auto", "portable"}) {
-    setenv("MLAJIT_TIER", tier, 1);
-    reload_config();
+    ScopedEnv env("MLAJIT_TIER", tier);
     for (Shape s : {Shape{16, 700, 700, 2048}, Shape{32, 300, 1500, 256}, Shape{128, 400, 400, 2048}, Shape{16, 600, 3000, 2048},
                     Shape{64, 300, 1200, 256}, Shape{128, 200, 2600, 2048}}) {
         for (bool dups : {false, true}) {
@@ -191,6 +190,4 @@ TEST_CASE("gpu: sparse MQA and masked MHA agree on DSA inputs (and dense when s_
         }
     }
     }
-    unsetenv("MLAJIT_TIER");
-    reload_config();
 }

@@ -343,8 +343,8 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
         size_t bytes[3] = {0, 0, 0};
         for (int form = 0; form < 3; ++form) {
             INFO("heads " << h << " batch " << B << " block_size " << bs << " force_path " << force << " form " << form);
-            if (form > 0 && !prev_gemm) setenv("MLAJIT_GEMM", form == 1 ? "unfused" : "fused", 1);
-            reload_config();
+            std::optional<ScopedEnv> gemm_form;
+            if (form > 0 && !prev_gemm) gemm_form.emplace("MLAJIT_GEMM", form == 1 ? "unfused" : "fused");
             a.kv_c = form == 0 ? kv_c : mlajit_tensor{};
             a.k_pe = form == 0 ? k_pe : mlajit_tensor{};
             a.kv_cache = form == 0 ? mlajit_tensor{} : kv_cache;
@@ -357,8 +357,7 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
             dlse.poison();
             const int64_t jit_before = gemm.jit_runs();
             const mlajit_status st = mlajit_mla_prefill(G->handle, &a, G->stream);
-            if (form > 0 && !prev_gemm) unsetenv("MLAJIT_GEMM");
-            reload_config();
+            gemm_form.reset();
             MLAJIT_CHECK_OK(st);
             outs[form] = dout.download();
             lses[form] = dlse.download();
@@ -389,8 +388,8 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
     // request's second page goes bad. Both ways (MLAJIT_GEMM=unfused, then fused).
     for (int fused = 0; fused < 2; ++fused) {
         INFO("MLAJIT_GEMM=fused " << fused);
-        if (!prev_gemm) setenv("MLAJIT_GEMM", fused ? "fused" : "unfused", 1);
-        reload_config();
+        std::optional<ScopedEnv> gemm_form;
+        if (!prev_gemm) gemm_form.emplace("MLAJIT_GEMM", fused ? "fused" : "unfused");
         a.force_path = small ? MLAJIT_PATH_DENSE_MHA : MLAJIT_PATH_MASKED_MHA;
         a.kv_c = a.k_pe = mlajit_tensor{};
         a.kv_cache = kv_cache;
@@ -415,8 +414,6 @@ void run_paged_equal(Gpu* G, int64_t h, const std::vector<Req>& reqs, int64_t to
                 << bs << std::string(fused ? ", MLAJIT_GEMM=fused" : ", MLAJIT_GEMM=unfused") << "): "
                 << n.attending << " query rows attend it, " << n.nan_rows << " rows NaN, " << n.changed_elsewhere
                 << " elements of other requests changed");
-        if (!prev_gemm) unsetenv("MLAJIT_GEMM");
-        reload_config();
     }
 }
 

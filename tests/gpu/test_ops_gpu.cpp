@@ -465,17 +465,11 @@ void run_mqa_case(Gpu* G, const MqaCase& c) {
 // MLAJIT_TIER=portable, so that one H200 keeps both tiers tested. The caller's setting is restored.
 template <class F>
 void for_each_tier(F body) {
-    const char* prev = std::getenv("MLAJIT_TIER");
-    const std::optional<std::string> saved = prev ? std::optional<std::string>(prev) : std::nullopt;
     for (const char* tier : {"auto", "portable"}) {
-        setenv("MLAJIT_TIER", tier, 1);
-        reload_config();
+        ScopedEnv env("MLAJIT_TIER", tier);
         INFO("MLAJIT_TIER=" << tier);
         body();
     }
-    if (saved) setenv("MLAJIT_TIER", saved->c_str(), 1);
-    else unsetenv("MLAJIT_TIER");
-    reload_config();
 }
 
 }  // namespace
@@ -558,19 +552,13 @@ void mqa_fp8_cases(Gpu* G) {
 TEST_CASE("gpu: sparse MQA on the FP8 latent cache (both tiers)") {
     MLAJIT_REQUIRE_GPU();
     mqa_fp8_cases(G);
-    setenv("MLAJIT_TIER", "portable", 1);
-    reload_config();
+    ScopedEnv portable("MLAJIT_TIER", "portable");
     mqa_fp8_cases(G);
-    unsetenv("MLAJIT_TIER");
-    reload_config();
 }
 
 TEST_CASE("gpu: sparse MQA contract: widths, duplicates, padding, sub-batches, paged cache (both tiers)") {
     MLAJIT_REQUIRE_GPU();
     mqa_contract_cases(G);
-    setenv("MLAJIT_TIER", "portable", 1);
-    reload_config();
+    ScopedEnv portable("MLAJIT_TIER", "portable");
     mqa_contract_cases(G);
-    unsetenv("MLAJIT_TIER");
-    reload_config();
 }
