@@ -14,12 +14,15 @@ xxh3-128 checksum in meta.json, and "built_by": "nvcc" (meta.json's other fields
 """
 import ctypes
 import json
+import os
 import pathlib
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-KERNELS = ROOT / "kernels_src"
+# The sources the dumped .cu files include: MLAJIT_KERNELS_DIR where the cache was filled from another kernels directory
+# (as the library reads it), else this tree's.
+KERNELS = pathlib.Path(os.environ.get("MLAJIT_KERNELS_DIR") or ROOT / "kernels_src").resolve()
 
 
 class XXH128(ctypes.Structure):

@@ -7,7 +7,11 @@
 # (A). Is the rest the code or the run? The three caches in one run, alternated: N (3a6c822's sources through NVRTC: the
 # 32-bit form everywhere), A (d2fb902's through NVRTC: what this tree runs outside the persistent grid), B (d2fb902's,
 # nvcc's cubins); each through MLAJIT_KERNELS_DIR (build_t33/kernels_n, kernels_old) so the keys match. If N's one-block and
-# 128-head times equal A's or beat them here, give those kernels the 32-bit form too (3a6c822's sm90.cuh and FP8 producers).
+# 128-head times equal A's or beat them here, give those kernels the 32-bit form too: `git apply
+# tools/dev/mqa/patches/all32_producers.patch` (session 35: every sm_90a producer through mj90::cp_async_16_at; its 27 sm_90a
+# cubins' .text is byte for byte N's, checked on the CPU, so N's numbers here are that patch's, and session 34's closing call
+# on 3a6c822 covered the same code: suite, sanitizers, soak).
+# Caches missing on this machine: tools/dev/mqa/prep_t35.sh rebuilds them from git.
 # No library build: carries build/mlajit-bench from the CPU machine (Debian 12, glibc 2.36; the device's glibc is newer).
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]; ~2 minutes.
 # Last, the same A / B question for dense MHA at 128 heads and masked MHA at 16 heads (8k).
