@@ -5,7 +5,9 @@
 #   build_t33/kernels_old, kernels_n: d2fb902's and 3a6c822's kernels_src (the pointer form; the 32-bit form everywhere)
 #   build_t32/A: d2fb902 through NVRTC    build_t33/N: 3a6c822 through NVRTC    build_t33/B: A's entries with nvcc's cubins
 # PREP_ROOT (default tools/dev/mqa) puts them elsewhere, e.g. to compare a rebuild with the caches in place. Needs
-# build/mlajit-warmup and build/mlajit-bench built from this tree and nvcc on PATH. About 2 minutes.
+# build/mlajit-warmup built from this tree (cmake --build build; run_t35 also carries build/mlajit-bench) and nvcc
+# (/usr/local/cuda/bin). About 1 minute. Checked in session 35: rebuilt under /tmp, every key, built_by and cubin .text equal
+# to the caches in place.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 R=${PREP_ROOT:-tools/dev/mqa}
