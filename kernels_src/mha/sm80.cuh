@@ -23,6 +23,7 @@
 // have any stride. Masked tile skipping covers the first 64*32*MJ_BLOCK_N keys of a request (a 256-byte
 // bitmap); tiles past that are always visited (still correct, only not skipped).
 #include "mlajit_device.cuh"
+#include "mha/tile_bitmap.cuh"
 #include "mha/up_proj.cuh"
 
 static_assert(MJ_ARCH >= 80, "mha_fwd: the portable tier needs sm_80 or newer (bf16 mma.sync)");
@@ -211,42 +212,13 @@ extern "C" __global__ void __launch_bounds__(mj_mha::NT, mj_mha::MIN_BLOCKS) mla
     if (MJ_MASKED) {
         for (int i = tid; i < BITMAP_WORDS; i += NT) bitmap[i] = 0;
         __syncthreads();
-        // Each thread ORs one word column over a strided set of rows, so a block reads each mask row
-        // coalesced and issues one shared atomic per (thread, pass) instead of one per word. A column
-        // stops at its first nonzero batch: with top-k masks spread over the prefix that is the first
-        // batch, so the pass costs about one memory round trip; only sparse columns read every row.
         const int words = min(min(n_tiles, BITMAP_TILES) * WPT, n_mwords);
-        int lg = 0;
-        while ((1 << lg) < words && (1 << lg) < NT) ++lg;
-        const int wl = 1 << lg, rstep = NT >> lg;
-        for (int wb = 0; wb < words; wb += wl) {
-            const int wi = wb + (tid & (wl - 1));
-            unsigned acc = 0;
-            if (wi < words) {
-                for (int r = tid >> lg; r < rows && acc == 0u; r += 8 * rstep) {
-#pragma unroll
-                    for (int u = 0; u < 8; ++u) {
-                        const int rr = r + u * rstep;
-                        if (rr < rows) acc |= gmask[(mj_i64)rr * p.mask_stride_row + wi];
-                    }
-                }
-            }
-            if (acc) atomicOr(&bitmap[(wi / WPT) >> 5], 1u << ((wi / WPT) & 31));
-        }
+        mj_tile_bitmap::or_mask_columns<NT, WPT>(bitmap, gmask, p.mask_stride_row, rows, words, tid);
         __syncthreads();
     }
     auto next_tile = [&](int t) -> int {  // the first tile after t that the block must visit, or -1
-        int c = t + 1;
-        if constexpr (MJ_MASKED) {
-            while (c < n_tiles) {
-                if (c >= BITMAP_TILES) return c;
-                const unsigned bits = bitmap[c >> 5] >> (c & 31);
-                if (bits) return c + __ffs(bits) - 1;
-                c = (c | 31) + 1;
-            }
-            return -1;
-        }
-        return c < n_tiles ? c : -1;
+        if constexpr (MJ_MASKED) return mj_tile_bitmap::next_visited_tile<BITMAP_TILES>(bitmap, t, n_tiles);
+        return t + 1 < n_tiles ? t + 1 : -1;
     };
 
     int tile = next_tile(-1);

@@ -41,6 +41,7 @@
 // which #pragma once makes a no-op: such builds include kernels_src/sm90.cuh before this file
 // (tools/dev/mha/wrap_mha90.cu does).
 #include "sm90.cuh"
+#include "mha/tile_bitmap.cuh"
 
 static_assert(MJ_ARCH == 90, "mha_fwd_sm90: the Hopper tier needs sm_90a (wgmma, setmaxnreg)");
 static_assert(MJ_D_NOPE == 128 && MJ_D_ROPE == 64 && MJ_D_V == 128,
@@ -198,44 +199,16 @@ MJ_DEVICE void fwd(const MhaFwdSm90Params& P) {
                         (EARLY_TILE0 && i == 0 && n_tiles > 0 ? 1u : 0u);  // tile 0: always visited (loaded already)
         }
         __syncthreads();
-        // Each thread ORs one word column over a strided set of rows, so a block reads each mask row
-        // coalesced and issues one shared atomic per (thread, pass). A column stops at its first nonzero
-        // batch: with top-k masks spread over the prefix that is the first batch.
         if (tid < PT && MJ_MASK_EXP != 4) {
             const int words = min(min(full_tiles, BITMAP_TILES) * WPT, n_mwords);
-            int lg = 0;
-            while ((1 << lg) < words && (1 << lg) < PT) ++lg;
-            const int wl = 1 << lg, rstep = PT >> lg;
-            for (int wb = 0; wb < words; wb += wl) {
-                const int wi = wb + (tid & (wl - 1));
-                unsigned acc = 0;
-                if (wi < words) {
-                    for (int r = tid >> lg; r < rows && acc == 0u; r += 8 * rstep) {
-#pragma unroll
-                        for (int u = 0; u < 8; ++u) {
-                            const int rr = r + u * rstep;
-                            if (rr < rows) acc |= gmask[(mj_i64)rr * p.mask_stride_row + wi];
-                        }
-                    }
-                }
-                if (acc) atomicOr(&bitmap[(wi / WPT) >> 5], 1u << ((wi / WPT) & 31));
-            }
+            mj_tile_bitmap::or_mask_columns<PT, WPT>(bitmap, gmask, p.mask_stride_row, rows, words, tid);
         }
     }
     __syncthreads();
     // The key tiles the block visits, in order; producer and consumers walk the same sequence.
     auto next_tile = [&](int t) -> int {  // the first tile after t that the block must visit, or -1
-        int c = t + 1;
-        if constexpr (MJ_MASKED) {
-            while (c < n_tiles) {
-                if (c >= BITMAP_TILES) return c;
-                const unsigned bits = bitmap[c >> 5] >> (c & 31);
-                if (bits) return c + __ffs(bits) - 1;
-                c = (c | 31) + 1;
-            }
-            return -1;
-        }
-        return c < n_tiles ? c : -1;
+        if constexpr (MJ_MASKED) return mj_tile_bitmap::next_visited_tile<BITMAP_TILES>(bitmap, t, n_tiles);
+        return t + 1 < n_tiles ? t + 1 : -1;
     };
 
     if (wg == 0) {
