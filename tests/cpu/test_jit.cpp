@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -24,6 +23,7 @@
 #include "ops/variants.h"
 #include "runtime/handle.h"
 #include "support/scoped_env.h"
+#include "support/temp_dir.h"
 
 using namespace mlajit;
 namespace fs = std::filesystem;
@@ -118,15 +118,14 @@ TEST_CASE("jit: the persistent grid's gather loop gives cp.async 32-bit shared a
     // cvt.u32.u64 per copy, and that made the 16-head persistent kernel 8 % slower through the library than nvcc's code of
     // the same source (H100, docs/PERF.md "Session 34"). The gather loop (4 rows of 3 copies) must carry none of them.
     REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
-    const fs::path dir = fresh_dir("ptx");
-    std::optional<mlajit::test::ScopedEnv> dump(std::in_place, "MLAJIT_DUMP_DIR", dir.c_str());
+    mlajit::test::TempDir dir("ptx");  // removed at scope exit, after the variable is restored
+    mlajit::test::ScopedEnv dump("MLAJIT_DUMP_DIR", dir.str().c_str());
     KernelSpec s = sparse_mqa_spec(Arch::parse("sm_90a"), kMqaHopperTile16, false);
     s.p[6] = 1;  // PERSIST
     const PreparedKernel k = prep(s, kernel_files());
     const CompileOutput out = compile_kernel(k);
-    dump.reset();
     REQUIRE(is_elf(out.cubin));
-    const fs::path ptx_path = dir / dump_file_name(k, ".ptx");
+    const fs::path ptx_path = dir.path / dump_file_name(k, ".ptx");
     std::ifstream f(ptx_path);
     REQUIRE_MESSAGE(f.good(), "MLAJIT_DUMP_DIR wrote no PTX at " << ptx_path.string());
     const std::string ptx((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -138,7 +137,6 @@ TEST_CASE("jit: the persistent grid's gather loop gives cp.async 32-bit shared a
         if (l.find("cvt.u32.u64") != std::string::npos) wide += l + "\n";
     CHECK_MESSAGE(wide.empty(), "the gather loop converts 64-bit shared pointers to addresses (give cp.async a 32-bit address "
                                 "made once: mj90::smem_u32 outside the loop, cp_async_16_addr inside):\n" << wide);
-    fs::remove_all(dir);
 }
 
 TEST_CASE("jit: the sparse MQA key-set pre-pass compiles for both width classes and both caches, without spills") {
