@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <regex>
 #include <sstream>
 
@@ -29,13 +28,6 @@ using namespace mlajit;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh_dir(const char* tag) {
-    std::random_device rd;
-    auto p = fs::temp_directory_path() / fmt::format("mlajit-test-{}-{:x}", tag, rd());
-    fs::remove_all(p);
-    return p;
-}
-
 PreparedKernel prep(const KernelSpec& s, const KernelFiles& files, std::vector<std::string> flags = {}) {
     return prepare_kernel(s, files, flags, nvrtc_available() ? nvrtc().major : 13, nvrtc_available() ? nvrtc().minor : 0);
 }
@@ -205,10 +197,10 @@ TEST_CASE("jit: the cache key changes with source, options, arch, format and NVR
 
 TEST_CASE("jit: kernel store compiles on a miss, then hits disk in a new process-like store, then memory") {
     REQUIRE(nvrtc_available());
-    auto dir = fresh_dir("store");
+    mlajit::test::TempDir dir("store");
     KernelSpec spec = topk_mask_spec(Arch::parse("sm_90a"));
     KernelStore::Options o;
-    o.cache_root = dir;
+    o.cache_root = dir.path;
     std::vector<char> first;
     {
         KernelStore st(o);
@@ -240,7 +232,7 @@ TEST_CASE("jit: kernel store compiles on a miss, then hits disk in a new process
     {
         KernelStore::Options off = o;
         off.offline = true;
-        off.cache_root = dir / "empty";
+        off.cache_root = dir.path / "empty";
         KernelStore st(off);
         try {
             st.cubin(spec);
@@ -250,7 +242,6 @@ TEST_CASE("jit: kernel store compiles on a miss, then hits disk in a new process
             CHECK(std::string(e.what()).find("mlajit-warmup") != std::string::npos);
         }
     }
-    fs::remove_all(dir);
 }
 
 TEST_CASE("jit: without a driver, launching says so clearly instead of crashing") {
