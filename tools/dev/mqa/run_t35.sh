@@ -1,4 +1,6 @@
 #!/bin/bash
+# Ran in session 36 (H100; docs/PERF.md "Session 36"): N lost again (one-block 4.00-4.04 against A's 3.44, 128 heads 9.34
+# against 8.90-8.95), so the patch named below was not applied and is gone (in git history at 29ee08e).
 # Session 34's open question, for the next device call. run_t34 (H100) ran 3a6c822, whose producers all took 32-bit shared
 # addresses: its 16-head persistent kernel ran at nvcc's speed (3.010 / 2.972 ms against nvcc's cubins 2.996 / 3.013, the
 # old NVRTC code 3.27 / 3.26 in run_t32), but its one-block form 4.034 ms (the old code 3.442 in run_t32) and 128 heads 9.366
