@@ -6,7 +6,8 @@
 # no GPU): the SASS of the three caches' kernels, and ncu's per-instruction stall samples for each at 8k, topk 2048.
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]; ~3 minutes.
 source "$(dirname "$0")/run_common.sh"
-trap 'tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $OUT/logs' EXIT
+pack() { tar czf $OUT/logs.tgz.tmp -C $OUT logs && mv $OUT/logs.tgz.tmp $OUT/logs.tgz; }  # after each step: a cut call keeps it
+trap 'pack && rm -rf $OUT/logs' EXIT
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
 D=tools/dev/mqa/build_t33
 export PATH=$PATH:/usr/local/cuda/bin
@@ -23,7 +24,7 @@ for c in N A B; do
   cuobjdump -sass "$(cubin_of $c "$H16")" > $OUT/logs/sass_${c}_h16.txt 2>&1
   cuobjdump -res-usage "$(cubin_of $c "$H64")" "$(cubin_of $c "$H16")" > $OUT/logs/res_${c}.txt 2>&1
 done
-echo "sass $(el): $(wc -l $OUT/logs/sass_*.txt | tail -1)"; grep -h "REG" $OUT/logs/res_*.txt | head -6
+pack; echo "sass $(el): $(wc -l $OUT/logs/sass_*.txt | tail -1)"; grep -h "REG" $OUT/logs/res_*.txt | head -6
 prof() {  # prof CACHE HEADS KERNEL-REGEX [env...]
   local c=$1 h=$2 k=$3; shift 3; local r=$OUT/logs/ncu_${c}_h$h
   env $(envof $c) "$@" MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 100 ncu --clock-control none -k "regex:$k" -c 1 \
@@ -31,7 +32,7 @@ prof() {  # prof CACHE HEADS KERNEL-REGEX [env...]
     -f -o $r build/mlajit-bench --s-q 8192 --topk 2048 --ops mqa --heads $h --reps 1 > $r.log 2>&1
   ncu -i $r.ncu-rep --page source --csv --print-source sass > ${r}_source.csv 2>&1
   ncu -i $r.ncu-rep --page details > ${r}_details.txt 2>&1
-  rm -f $r.ncu-rep
+  rm -f $r.ncu-rep; pack
   echo "$c h$h $(el): $(grep -E 'Duration|Issue Slots Busy|No Eligible' ${r}_details.txt | tr -s ' ' | head -3 | tr '\n' ';')"
 }
 for c in A B N; do prof $c 128 '^mlajit_sparse_mqa_fwd_sm90$'; done
