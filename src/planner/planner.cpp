@@ -81,7 +81,7 @@ Planner::Planner(PlannerOptions o) : o_(std::move(o)), model_(o_.rates) {
     check_shape({1, 1, o_.heads, o_.topk}, "planner");
     if (o_.table) {
         validate(*o_.table, "(given to the planner)");
-        table_.emplace(*o_.table);
+        table_.emplace(*o_.table, model_);  // the model guides the table between its cells
         if (table_->topk() != o_.topk)
             warn_once(fmt::format("calibration table for {} was measured at topk {}, the model runs topk {}: planning "
                                   "with the H200 cost model. Run `mlajit-warmup calibrate` with this topk.",

@@ -45,7 +45,8 @@ PathTimes mix(std::initializer_list<std::pair<double, PathTimes>> terms) {
 
 }  // namespace
 
-TablePredictor::TablePredictor(const CalibrationTable& t) : topk_(t.topk) {
+TablePredictor::TablePredictor(const CalibrationTable& t, std::optional<CostModel> guide)
+    : topk_(t.topk), guide_(std::move(guide)) {
     for (const auto& c : t.cells) {
         Grid& g = grids_[c.heads];
         add_index(g.xs, std::log(double(c.s_q)));
@@ -58,8 +59,9 @@ TablePredictor::TablePredictor(const CalibrationTable& t) : topk_(t.topk) {
     for (auto& [h, g] : grids_) g.at.assign(g.xs.size() * g.ys.size(), PathTimes{std::nan(""), std::nan("")});
     for (const auto& c : t.cells) {
         Grid& g = grids_[c.heads];
+        const PathTimes base = guide_ ? guide_->predict({c.s_q, c.s_k, c.heads, t.topk}) : PathTimes{1, 1};
         g.at[index_of(g.xs, std::log(double(c.s_q))) * g.ys.size() + index_of(g.ys, std::log(double(c.s_k)))] =
-            PathTimes{std::log(c.mha_ms), std::log(c.mqa_ms)};
+            PathTimes{std::log(c.mha_ms / base.mha_ms), std::log(c.mqa_ms / base.mqa_ms)};
     }
 }
 
@@ -117,7 +119,8 @@ std::optional<PathTimes> TablePredictor::predict(const AttnShape& s) const {
         }
     }
     if (!logt) return std::nullopt;
-    return PathTimes{std::exp(logt->mha_ms), std::exp(logt->mqa_ms)};
+    const PathTimes base = guide_ ? guide_->predict(s) : PathTimes{1, 1};
+    return PathTimes{base.mha_ms * std::exp(logt->mha_ms), base.mqa_ms * std::exp(logt->mqa_ms)};
 }
 
 }  // namespace mlajit

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -173,11 +174,16 @@ TEST_CASE("planner: constructed tables route as the table says") {
         Planner p = planner_for(heads, table_with(heads, [](long, long) { return PathTimes{5.0, 1.0}; }));
         std::vector<Request> batch = {{1024, 4096}, {2048, 2049}, {16384, 16384}, {4000, 60000}};
         Plan plan = p.plan(batch);
-        for (const auto& r : plan.requests) {
+        for (size_t i = 0; i < batch.size(); ++i) {
+            CAPTURE(i);
+            const RequestPlan& r = plan.requests[i];
             CHECK(r.path == Path::sparse_mqa);
             CHECK(r.from_table);
-            CHECK(r.mha_ms == doctest::Approx(5.0));
-            CHECK(r.mqa_ms == doctest::Approx(1.0));
+            // On a cell the measured times come back as they are; between cells the cost model's shape moves
+            // them (the guide: table_predict.h), by at most ~10 % on these grids.
+            const bool on_cell = i == 0 || i == 2;
+            CHECK(r.mha_ms == doctest::Approx(5.0).epsilon(on_cell ? 1e-9 : 0.12));
+            CHECK(r.mqa_ms == doctest::Approx(1.0).epsilon(on_cell ? 1e-9 : 0.12));
         }
     }
     SUBCASE("MHA always wins") {
@@ -188,7 +194,10 @@ TEST_CASE("planner: constructed tables route as the table says") {
         for (const auto& r : p.plan(batch).requests) CHECK(r.path == Path::masked_mha);
     }
     SUBCASE("crossover at s_k = 8192") {
-        // mha = (s_k/8192)^2, mqa = 1: a power law, which log-log interpolation reproduces exactly.
+        // mha = (s_k/8192)^2, mqa = 1. Between cells the planner reads the table through the cost model's shape
+        // (table_predict.h), which this made-up law does not follow: its time ratio is off by up to ~10 % inside a
+        // square (counted), so requests within 3 % of the crossover may go either way; on a grid line near a cell,
+        // where the error vanishes, the sides are exact (below).
         Planner p = planner_for(heads, table_with(heads, [](long, long k) {
                                     return PathTimes{std::pow(double(k) / 8192, 2), 1.0};
                                 }));
@@ -203,7 +212,7 @@ TEST_CASE("planner: constructed tables route as the table says") {
             const Request r{s_q, s_k};
             const RequestPlan rp = p.plan({&r, 1}).requests[0];
             REQUIRE(rp.from_table);
-            if (s_k == 8192) continue;  // a tie: either answer is right
+            if (std::abs(double(s_k) / 8192 - 1) < 0.03) continue;  // a near-tie: either answer is right
             CHECK(rp.path == (s_k < 8192 ? Path::masked_mha : Path::sparse_mqa));
         }
         // Each on its own time alone (a batch would weigh the near-ties against the steps' fixed costs).
@@ -275,6 +284,122 @@ TEST_CASE("planner: table interpolation between cells") {
     CHECK(tp.heads_used(128) == 64);
     CHECK(tp.heads_used(1) == 32);
     CHECK(tp.predict({4096, 8192, 100, kTopk})->mha_ms == doctest::Approx(7));
+}
+
+namespace {
+// mlajit's whole-path calibration on an H100 80GB HBM3 (session 36, docs/bench/2026-12-07_h100_s36_t35/cal/, topk 2048):
+// heads, s_q, s_k, masked-or-dense MHA ms, sparse MQA ms, rounded as printed.
+const CalibrationCell kH100Cells[] = {
+    {128, 1024, 1024, 0.1685, 0.6201}, {128, 1024, 2048, 0.3351, 1.1598}, {128, 1024, 4096, 0.7142, 1.4471},
+    {128, 2048, 2048, 0.4223, 1.7209}, {128, 2048, 4096, 1.0553, 2.7870}, {128, 2048, 8192, 2.2189, 2.8844},
+    {128, 4096, 4096, 1.3740, 4.5060}, {128, 4096, 8192, 3.4844, 6.0083}, {128, 4096, 16384, 7.7625, 6.0201},
+    {128, 8192, 8192, 4.5746, 10.7737}, {128, 8192, 16384, 13.2272, 12.4695}, {128, 8192, 32768, 31.3115, 12.4471},
+    {128, 16384, 16384, 17.9308, 22.3120}, {128, 16384, 32768, 51.3847, 23.7653}, {128, 16384, 65536, 120.0485, 27.1791},
+    {64, 1024, 1024, 0.1110, 0.3680}, {64, 1024, 2048, 0.2051, 0.7049}, {64, 1024, 4096, 0.3920, 0.7933},
+    {64, 2048, 2048, 0.2374, 0.9335}, {64, 2048, 4096, 0.5582, 1.4314}, {64, 2048, 8192, 1.1431, 1.4769},
+    {64, 4096, 4096, 0.7210, 2.2386}, {64, 4096, 8192, 1.7737, 2.8555}, {64, 4096, 16384, 3.8921, 3.1689},
+    {64, 8192, 8192, 2.3383, 5.1989}, {64, 8192, 16384, 6.3478, 5.8071}, {64, 8192, 32768, 15.0184, 6.8273},
+    {64, 16384, 16384, 8.3714, 12.0082}, {64, 16384, 32768, 25.2714, 12.5084}, {64, 16384, 65536, 60.5611, 12.9546},
+    {32, 1024, 1024, 0.0621, 0.2803}, {32, 1024, 2048, 0.1055, 0.5588}, {32, 1024, 4096, 0.2080, 0.6818},
+    {32, 2048, 2048, 0.1302, 0.7554}, {32, 2048, 4096, 0.3078, 1.2996}, {32, 2048, 8192, 0.6044, 1.3239},
+    {32, 4096, 4096, 0.3989, 1.9969}, {32, 4096, 8192, 0.9335, 2.5931}, {32, 4096, 16384, 2.0027, 2.6963},
+    {32, 8192, 8192, 1.2274, 4.5498}, {32, 8192, 16384, 3.2308, 5.2681}, {32, 8192, 32768, 7.3187, 5.8341},
+    {32, 16384, 16384, 4.2582, 10.1849}, {32, 16384, 32768, 12.4881, 11.3461}, {32, 16384, 65536, 30.4841, 11.7722},
+    {16, 1024, 1024, 0.0362, 0.1871}, {16, 1024, 2048, 0.0573, 0.3649}, {16, 1024, 4096, 0.1148, 0.4605},
+    {16, 2048, 2048, 0.0800, 0.5475}, {16, 2048, 4096, 0.1813, 0.9196}, {16, 2048, 8192, 0.3267, 0.9360},
+    {16, 4096, 4096, 0.2350, 1.3964}, {16, 4096, 8192, 0.5054, 1.8113}, {16, 4096, 16384, 1.0368, 1.8274},
+    {16, 8192, 8192, 0.6547, 3.1208}, {16, 8192, 16384, 1.6627, 3.6370}, {16, 8192, 32768, 3.6911, 3.6690},
+    {16, 16384, 16384, 2.1493, 6.7075}, {16, 16384, 32768, 6.0725, 7.7310}, {16, 16384, 65536, 14.8272, 8.0800},
+};
+// The same run's shapes between the cells (calibrate --evaluate), both paths measured: heads, s_q, s_k, mha_ms, mqa_ms.
+const AnchorCell kH100OffGrid[] = {
+    {128, 1448, 2172, 0.508, 1.622}, {128, 1448, 4344, 0.979, 1.964}, {128, 2896, 2896, 0.815, 2.876}, {128, 2896, 4344, 1.401, 3.810},
+    {128, 2896, 8688, 3.077, 4.005}, {128, 5792, 5792, 2.556, 6.851}, {128, 5792, 8688, 4.617, 8.446}, {128, 5792, 17376, 11.448, 8.902},
+    {128, 11585, 11585, 8.782, 16.433}, {128, 11585, 17377, 18.818, 16.307}, {128, 11585, 34755, 44.120, 17.357}, {64, 1448, 2172, 0.272, 0.799},
+    {64, 1448, 4344, 0.513, 1.008}, {64, 2896, 2896, 0.441, 1.474}, {64, 2896, 4344, 0.733, 1.945}, {64, 2896, 8688, 1.575, 2.029},
+    {64, 5792, 5792, 1.324, 3.390}, {64, 5792, 8688, 2.362, 3.981}, {64, 5792, 17376, 5.501, 4.437}, {64, 11585, 11585, 4.440, 8.044},
+    {64, 11585, 17377, 8.440, 8.999}, {64, 11585, 34755, 21.258, 9.330}, {32, 1448, 2172, 0.160, 0.717}, {32, 1448, 4344, 0.277, 0.929},
+    {32, 2896, 2896, 0.252, 1.264}, {32, 2896, 4344, 0.399, 1.738}, {32, 2896, 8688, 0.836, 1.836}, {32, 5792, 5792, 0.703, 3.010},
+    {32, 5792, 8688, 1.227, 3.579}, {32, 5792, 17376, 2.801, 3.723}, {32, 11585, 11585, 2.276, 6.618}, {32, 11585, 17377, 4.279, 7.607},
+    {32, 11585, 34755, 10.542, 8.383}, {16, 1448, 2172, 0.107, 0.509}, {16, 1448, 4344, 0.187, 0.651}, {16, 2896, 2896, 0.157, 0.925},
+    {16, 2896, 4344, 0.239, 1.243}, {16, 2896, 8688, 0.451, 1.294}, {16, 5792, 5792, 0.393, 2.106}, {16, 5792, 8688, 0.660, 2.482},
+    {16, 5792, 17376, 1.478, 2.551}, {16, 11585, 11585, 1.198, 4.589}, {16, 11585, 17377, 2.188, 5.039}, {16, 11585, 34755, 5.232, 5.573},
+};
+}  // namespace
+
+TEST_CASE("planner: the table read through the cost model (the guide)") {
+    const uint64_t seed = fresh_seed();
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0, 1);
+    const CostModel model(PlannerOptions{}.rates);
+    // A GPU that runs both paths a constant factor off the model: the guide reproduces it everywhere the grid
+    // covers, in squares, on grid lines, in the triangles the diagonal cuts and across s_k = topk (dense to masked).
+    const double fm = 0.5 + u(rng), fq = 0.5 + u(rng);
+    CalibrationTable t = table_with(64, [&](long q, long k) {
+        const PathTimes m = model.predict({q, k, 64, kTopk});
+        return PathTimes{fm * m.mha_ms, fq * m.mqa_ms};
+    });
+    add_grid(t, 16, 1024, 16384, 65536, [&](long q, long k) {
+        const PathTimes m = model.predict({q, k, 16, kTopk});
+        return PathTimes{fm * m.mha_ms, fq * m.mqa_ms};
+    });
+    const TablePredictor guided(t, model);
+    for (int i = 0; i < 500; ++i) {
+        const double lq = std::log(1024.0) + u(rng) * std::log(16.0);
+        const double lk = lq + u(rng) * (std::log(65536.0) - lq);
+        const long q = std::clamp(std::lround(std::exp(lq)), 1024L, 16384L);
+        const long k = std::clamp(std::lround(std::exp(lk)), q, 65536L);
+        const int heads = i % 3 == 0 ? 16 : i % 3 == 1 ? 64 : 100;  // 100: the 64-head cells' factors at 100 heads
+        CAPTURE(q);
+        CAPTURE(k);
+        CAPTURE(heads);
+        const auto got = guided.predict({q, k, heads, kTopk});
+        REQUIRE(got);
+        const PathTimes m = model.predict({q, k, heads, kTopk});
+        CHECK(got->mha_ms == doctest::Approx(fm * m.mha_ms).epsilon(1e-9));
+        CHECK(got->mqa_ms == doctest::Approx(fq * m.mqa_ms).epsilon(1e-9));
+    }
+    // A measured cell is read back as measured; outside the grid there is no answer.
+    for (const auto& c : t.cells) {
+        const auto got = guided.predict({c.s_q, c.s_k, c.heads, kTopk});
+        REQUIRE(got);
+        CHECK(got->mha_ms == doctest::Approx(c.mha_ms).epsilon(1e-12));
+        CHECK(got->mqa_ms == doctest::Approx(c.mqa_ms).epsilon(1e-12));
+    }
+    CHECK_FALSE(guided.predict({4096, 131072, 64, kTopk}));
+    CHECK_FALSE(guided.predict({512, 4096, 64, kTopk}));
+
+    // A real calibration: on the H100's 44 off-grid shapes the planner with the table picks the faster measured
+    // path on every one (the table read alone: 43, 2.5 ms lost at 128 heads, s_q 11585, s_k 17377).
+    CalibrationTable h100;
+    h100.gpu_name = "NVIDIA H100 80GB HBM3";
+    h100.driver_version = "580.159.04";
+    h100.topk = kTopk;
+    h100.cells.assign(std::begin(kH100Cells), std::end(kH100Cells));
+    const TablePredictor alone(h100);
+    int hits = 0, hits_alone = 0;
+    double lost = 0;
+    for (const AnchorCell& s : kH100OffGrid) {
+        CAPTURE(s.heads);
+        CAPTURE(s.s_q);
+        CAPTURE(s.s_k);
+        const bool mha_faster = s.mha_ms < s.mqa_ms;
+        Planner p = planner_for(s.heads, h100);
+        const Request r{s.s_q, s.s_k};
+        const RequestPlan rp = p.plan({&r, 1}).requests[0];
+        REQUIRE(rp.from_table);
+        const bool picks_mha = rp.path == Path::masked_mha;
+        hits += picks_mha == mha_faster;
+        lost += picks_mha == mha_faster ? 0 : std::abs(s.mha_ms - s.mqa_ms);
+        const auto a = alone.predict({s.s_q, s.s_k, s.heads, kTopk});
+        REQUIRE(a);
+        hits_alone += (a->mha_ms < a->mqa_ms) == mha_faster;
+    }
+    MESSAGE("H100 off-grid shapes: the planner with the table picks the faster path on " << hits << " of "
+            << std::size(kH100OffGrid) << " (" << lost << " ms lost); the table read alone on " << hits_alone);
+    CHECK(hits == int(std::size(kH100OffGrid)));
+    CHECK(hits >= hits_alone);
 }
 
 TEST_CASE("planner: calibration files (round trip, layout, another GPU ignored)") {

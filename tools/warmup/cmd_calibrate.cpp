@@ -112,7 +112,7 @@ int run(const Flags& f) {
     print_table(std::cout, {"HEADS", "S_Q", "S_K", "MHA", "MHA_MS", "MQA_MS", "FASTER"}, rows);
     std::cout << fmt::format("\ntable for '{}' ({}) written to {}\n\ncrossover (masked MHA -> sparse MQA):\n",
                              table.gpu_name, table.driver_version, file.string());
-    const TablePredictor pred(table);
+    const TablePredictor pred(table, CostModel(PlannerOptions{}.rates));  // as the planner reads it
     const long lo = *std::min_element(f.s_q.begin(), f.s_q.end()), hi = max_q;
     for (int h : f.heads) {
         std::cout << fmt::format("  heads {:>3}: pure prefill {}; s_k = 4 s_q: {}\n", h,
