@@ -22,7 +22,7 @@ namespace mlajit {
 
 class TablePredictor {
 public:
-    // Without a guide: log(ms) interpolated as it is (a table alone, the calibration report's crossover lines).
+    // Without a guide: log(ms) interpolated as it is (the table alone; tests and offline scoring compare the two).
     explicit TablePredictor(const CalibrationTable& t, std::optional<CostModel> guide = std::nullopt);
 
     // nullopt when the table cannot answer: another topk, or the point lies outside the measured grid of
@@ -39,7 +39,8 @@ private:
     struct Grid {
         std::vector<double> xs, ys;  // log s_q, log s_k values measured (sorted)
         // log(ms) of both paths at (x index i, y index j), or with a guide log(measured / modelled ms),
-        // row-major [i * ys.size() + j]; NaN where not measured. Dense: the planner reads four cells per request on every call's host path.
+        // row-major [i * ys.size() + j]; NaN where not measured. Dense: the planner reads four cells per
+        // request on every call's host path.
         std::vector<PathTimes> at;
         const PathTimes* cell(size_t i, size_t j) const {
             const PathTimes& c = at[i * ys.size() + j];
