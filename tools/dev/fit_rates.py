@@ -134,8 +134,8 @@ def main(path, upproj_tflops=None):
     return mha_pred, mqa_pred
 
 
-def evaluate(log_path, mha_pred, mqa_pred, topk):
-    """Scores the model on the evaluation rows of a calibrate --evaluate log."""
+def evaluation_rows(log_path):
+    """The off-grid shapes of a calibrate --evaluate log, both paths measured, and the table's pick as logged."""
     rows, on = [], False
     for line in open(log_path):
         if line.startswith("evaluation on shapes"):
@@ -147,6 +147,12 @@ def evaluate(log_path, mha_pred, mqa_pred, topk):
                          "mqa_ms": float(f[4]), "table": f[6] if len(f) > 6 else None})
     if not rows:
         sys.exit(f"{log_path}: no evaluation rows (run calibrate with --evaluate)")
+    return rows
+
+
+def evaluate(log_path, mha_pred, mqa_pred, topk):
+    """Scores the model on the evaluation rows of a calibrate --evaluate log."""
+    rows = evaluation_rows(log_path)
     hits = hits_table = 0
     lost = lost_table = best = 0.0
     for r in rows:

@@ -23,14 +23,6 @@ def base(c):
     tl = F.tile(h); rate, ov = BASE_RATES['tiles'][tl]
     mqa = F.ABSORB[1] + 4.0*sq*h*128*512/(F.ABSORB[0]*1e9) + ov + 2.0*F.valid(sq, sk, TOPK)*math.ceil(h/tl)*tl*1088/(rate*1e9)
     return mha, mqa
-def rows_of(log):
-    rows, on = [], False
-    for line in open(log):
-        if line.startswith("evaluation on shapes"): on = True; continue
-        f = line.split()
-        if on and len(f) >= 6 and f[0].isdigit():
-            rows.append(dict(heads=int(f[0]), s_q=int(f[1]), s_k=int(f[2]), mha_ms=float(f[3]), mqa_ms=float(f[4]), table=f[6]))
-    return rows
 def predictor(cells, guided):
     grid = {}
     for c in cells:
@@ -68,7 +60,7 @@ def score(name, rows, pred):
     print(f"  {name:28s} {hits}/{len(rows)} faster path, {lost:.3f} ms lost of {best:.1f}; time error rms {rms*100:.1f} %, max {max(map(abs,errs))*100:.1f} %")
 if __name__ == "__main__":
     for table, log in zip(sys.argv[1::2], sys.argv[2::2]):
-        cells = json.load(open(table))["cells"]; rows = rows_of(log)
+        cells = json.load(open(table))["cells"]; rows = F.evaluation_rows(log)
         print(table)
         score("table alone", rows, predictor(cells, False))
         score("table through the model", rows, predictor(cells, True))
