@@ -67,16 +67,34 @@ def tile(h):
     return 16 if h <= 16 else 32 if h <= 32 else 64
 
 
+# The model's terms for a cell c (heads, s_q, s_k): ms for the mask build and the absorption, FLOPs for the rest.
+def mask_ms(c, topk):
+    return MASK[0] + c["s_q"] * topk * MASK[1] + c["s_q"] * ((c["s_k"] + 31) // 32) * MASK[2]
+
+
+def up(c):
+    return 2.0 * c["s_k"] * 512 * c["heads"] * 256
+
+
+def att(c):
+    return 2.0 * c["heads"] * pairs(c["s_q"], c["s_k"]) * 320
+
+
+def absorb(c):
+    return ABSORB[1] + 4.0 * c["s_q"] * c["heads"] * 128 * 512 / (ABSORB[0] * 1e9)
+
+
+def sparse_flops(c, topk):
+    """mlajit's sparse kernel skips 64-index tiles that are all padding: its work follows the valid indices."""
+    return 2.0 * valid(c["s_q"], c["s_k"], topk) * math.ceil(c["heads"] / tile(c["heads"])) * tile(c["heads"]) * 1088
+
+
 def main(path, upproj_tflops=None):
     t = json.load(open(path))
     topk = t["topk"]
     cells = t["cells"]
-    mask = lambda c: MASK[0] + c["s_q"] * topk * MASK[1] + c["s_q"] * ((c["s_k"] + 31) // 32) * MASK[2]
-    up = lambda c: 2.0 * c["s_k"] * 512 * c["heads"] * 256
-    att = lambda c: 2.0 * c["heads"] * pairs(c["s_q"], c["s_k"]) * 320
-    absorb = lambda c: ABSORB[1] + 4.0 * c["s_q"] * c["heads"] * 128 * 512 / (ABSORB[0] * 1e9)
-    # mlajit's sparse kernel skips 64-index tiles that are all padding: its work follows the valid indices
-    sparse = lambda c: 2.0 * valid(c["s_q"], c["s_k"], topk) * math.ceil(c["heads"] / tile(c["heads"])) * tile(c["heads"]) * 1088
+    mask = lambda c: mask_ms(c, topk)
+    sparse = lambda c: sparse_flops(c, topk)
 
     masked = [c for c in cells if c["s_k"] > topk]
     if upproj_tflops:

@@ -16,13 +16,13 @@ BASE_RATES = dict(upproj=505.8, attn=(707.7, 0.0256), tiles={16: (151.4, .005), 
 
 
 def base(c):
-    h, sq, sk = c["heads"], c["s_q"], c["s_k"]
-    mask = F.MASK[0] + sq*TOPK*F.MASK[1] + sq*((sk+31)//32)*F.MASK[2] if sk > TOPK else 0
-    mha = (2.0*sk*512*h*256/(BASE_RATES['upproj']*1e9) + BASE_RATES['attn'][1]
-           + 2.0*h*F.pairs(sq, sk)*320/(BASE_RATES['attn'][0]*1e9) + mask)
-    tl = F.tile(h); rate, ov = BASE_RATES['tiles'][tl]
-    mqa = F.ABSORB[1] + 4.0*sq*h*128*512/(F.ABSORB[0]*1e9) + ov + 2.0*F.valid(sq, sk, TOPK)*math.ceil(h/tl)*tl*1088/(rate*1e9)
-    return mha, mqa
+    """Both paths' ms at cell c by the shipped rates: MHA masked above topk, dense at or below it."""
+    mask = F.mask_ms(c, TOPK) if c["s_k"] > TOPK else 0
+    mha = F.up(c) / (BASE_RATES['upproj'] * 1e9) + BASE_RATES['attn'][1] + F.att(c) / (BASE_RATES['attn'][0] * 1e9) + mask
+    rate, ov = BASE_RATES['tiles'][F.tile(c["heads"])]
+    return mha, F.absorb(c) + ov + F.sparse_flops(c, TOPK) / (rate * 1e9)
+
+
 def predictor(cells, guided):
     grid = {}
     for c in cells:
