@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "support/temp_dir.h"
 #include "common/error.h"
@@ -88,6 +89,15 @@ CalibrationTable table_with(int heads, std::function<PathTimes(long, long)> f) {
     t.topk = kTopk;
     add_grid(t, heads, 1024, 16384, 65536, f);
     return t;
+}
+
+// A shape drawn log-uniformly inside table_with's grid: s_q in [1024, 16384], s_k in [s_q, 65536].
+std::pair<long, long> grid_point(std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> u(0, 1);
+    const double lq = std::log(1024.0) + u(rng) * std::log(16.0);
+    const double lk = lq + u(rng) * (std::log(65536.0) - lq);
+    const long q = std::clamp(std::lround(std::exp(lq)), 1024L, 16384L);
+    return {q, std::clamp(std::lround(std::exp(lk)), q, 65536L)};
 }
 
 Planner planner_for(int heads, std::optional<CalibrationTable> table = std::nullopt) {
@@ -240,10 +250,7 @@ TEST_CASE("planner: table interpolation between cells") {
     CalibrationTable t = table_with(64, law);
     TablePredictor pred(t);
     for (int i = 0; i < 500; ++i) {
-        const double lq = std::log(1024.0) + u(rng) * std::log(16.0);
-        const double lk = lq + u(rng) * (std::log(65536.0) - lq);
-        const long q = std::clamp(std::lround(std::exp(lq)), 1024L, 16384L);
-        const long k = std::clamp(std::lround(std::exp(lk)), q, 65536L);
+        const auto [q, k] = grid_point(rng);
         CAPTURE(q);
         CAPTURE(k);
         auto got = pred.predict({q, k, 64, kTopk});
@@ -346,10 +353,7 @@ TEST_CASE("planner: the table read through the cost model (the guide)") {
     });
     const TablePredictor guided(t, model);
     for (int i = 0; i < 500; ++i) {
-        const double lq = std::log(1024.0) + u(rng) * std::log(16.0);
-        const double lk = lq + u(rng) * (std::log(65536.0) - lq);
-        const long q = std::clamp(std::lround(std::exp(lq)), 1024L, 16384L);
-        const long k = std::clamp(std::lround(std::exp(lk)), q, 65536L);
+        const auto [q, k] = grid_point(rng);
         const int heads = i % 3 == 0 ? 16 : i % 3 == 1 ? 64 : 100;  // 100: the 64-head cells' factors at 100 heads
         CAPTURE(q);
         CAPTURE(k);
