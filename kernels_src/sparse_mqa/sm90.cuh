@@ -107,6 +107,9 @@
                           // that P V after the store, not before). Development switch: no gain (11.56 vs 11.62 ms, H100).
 #define MJ_MQA90_S2EARLY 0
 #endif
+#ifndef MJ_MQA90_PERSIST  // 1: the persistent grid (sparse_mqa/sm90_persist.cuh; schedule 1, bf16, the list; development switch)
+#define MJ_MQA90_PERSIST 0
+#endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
                        // grid.y even). Development switch: the runtime does not launch it yet.
@@ -312,11 +315,17 @@ MJ_DEVICE void mask_tile_max(float (&s)[32], int lim, float& mx0, float& mx1) {
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile (sparse_mqa/sm90_tile.cuh).
 MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
 
+#include "sparse_mqa/sm90_persist.cuh"  // run_persistent (MJ_MQA90_PERSIST = 1)
+
 }  // namespace mj_mqa90
 
 extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLUSTER mlajit_sparse_mqa_fwd_sm90(const SparseMqaFwdParams p) {
     using namespace mj_mqa90;
     extern __shared__ __align__(1024) unsigned char smem[];
+    if constexpr (MJ_MQA90_PERSIST != 0) {
+        run_persistent(p, smem);
+        return;
+    }
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int tok = mj_idx::token_of_block(p, (int)blockIdx.x, (int)gridDim.x);
     const int head0 = blockIdx.y * kH;

@@ -4,7 +4,9 @@
 # against FlashMLA's 7.72 (H200, all slots computed). Both end 1.2-2.5 ms above max(math, gather), and the math alone is
 # ~3,600 cycles a tile against ~2,200 of tensor work. This call times them again, then takes ncu's per-instruction stall
 # samples (SourceCounters, with the CUDA source imported: -lineinfo) of each schedule whole and math alone, then run_t36's
-# library part (SASS and stall samples of NVRTC's N / A and nvcc's B caches) if time is left.
+# library part (SASS and stall samples of NVRTC's N / A and nvcc's B caches) if time is left. Also the 64-head kernel's
+# persistent grid (h64sm90per_pre, sm90_persist.cuh): checks (bits against the one-block form, 3 blocks for several items
+# a block), timing beside the others, sanitizers.
 # Prebuilt: CFG_FILE=configs_t37.h BUILD=build_t37 bash build.sh.
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t37", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]
 source "$(dirname "$0")/run_common.sh"
@@ -13,16 +15,24 @@ trap 'pack && rm -rf $OUT/logs' EXIT
 export PATH=$PATH:/usr/local/cuda/bin
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
 H=tools/dev/mqa/build_t37/harness
-timeout 60 $H --no-bench --configs h64sm90_pre,h64sm90w2_pre --log $OUT/logs/check.log > /dev/null 2>&1
-echo "check rc $? $(el): $(grep -E 'checks' $OUT/logs/check.log | tail -1)"
+timeout 60 $H --no-bench --configs h64sm90_pre,h64sm90w2_pre,h64sm90per_pre --log $OUT/logs/check.log > /dev/null 2>&1
+echo "check rc $? $(el): $(grep -E 'checks' $OUT/logs/check.log | tail -1)"; grep -E "FAIL|DIFFER" $OUT/logs/check.log | cut -c1-160 | head -5
+# the persistent grid with 3 blocks: every block takes several items of the small cases (the ring and Q across items)
+MQA_PERSIST_BLOCKS=3 timeout 60 $H --no-bench --configs h64sm90_pre,h64sm90per_pre --log $OUT/logs/check_per3.log > /dev/null 2>&1
+echo "check per 3 blocks rc $? $(el): $(grep -E 'checks' $OUT/logs/check_per3.log | tail -1)"; grep -E "FAIL|DIFFER" $OUT/logs/check_per3.log | cut -c1-160 | head -5
+pack
 timeout 90 $H --no-check --paged --bench-s 8192 --bench-heads 128 \
-  --bench-configs h64sm90_pre,h64sm90w2_pre,h64sm90mo_pre,h64sm90w2mo_pre,h64sm90go_pre,h64sm90w2go_pre,h64sm90_pre,h64sm90w2_pre --reps 5 \
+  --bench-configs h64sm90_pre,h64sm90per_pre,h64sm90w2_pre,h64sm90mo_pre,h64sm90w2mo_pre,h64sm90go_pre,h64sm90w2go_pre,h64sm90_pre,h64sm90per_pre,h64sm90w2_pre --reps 5 \
   --log $OUT/logs/b128.log > /dev/null 2>&1; echo "b128 rc $? $(el)"; sed -n '/^config/,$p' $OUT/logs/b128.log; pack
 # A block's fixed cost (launch, Q load, first tile's latency, epilogue: what a persistent grid would hide) from the time at
 # three lengths: T(s) = blocks(s) r + tiles(s) c, blocks 2 s, tiles 64 s v(s), v = 0.75 / 0.875 / 0.9375 at 4k / 8k / 16k.
 for s in 4096 16384; do
-  timeout 60 $H --no-check --paged --bench-s $s --bench-heads 128 --bench-configs h64sm90_pre,h64sm90mo_pre,h64sm90w2_pre --reps 5 \
+  timeout 60 $H --no-check --paged --bench-s $s --bench-heads 128 --bench-configs h64sm90_pre,h64sm90per_pre,h64sm90mo_pre,h64sm90w2_pre --reps 5 \
     --log $OUT/logs/b128_s$s.log > /dev/null 2>&1; echo "b128 s=$s rc $? $(el)"; sed -n '/^config/,$p' $OUT/logs/b128_s$s.log
+done; pack
+for tool in memcheck racecheck synccheck; do
+  MQA_PERSIST_BLOCKS=3 timeout 60 compute-sanitizer --tool $tool --print-limit 4 $H --configs h64sm90per_pre --sanitize > $OUT/logs/${tool}_per.log 2>&1
+  echo "$tool h64sm90per_pre rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/logs/${tool}_per.log) $(el)"
 done; pack
 hprof() {  # hprof CONFIG: one launch (the 4th) at 128 heads, 8k paged
   local c=$1 r=$OUT/logs/ncu_$1
@@ -35,7 +45,7 @@ hprof() {  # hprof CONFIG: one launch (the 4th) at 128 heads, 8k paged
   rm -f $r.ncu-rep; pack
   echo "$c $(el): $(grep -E 'Duration|Issue Slots Busy|No Eligible' ${r}_details.txt | tr -s ' ' | head -3 | tr '\n' ';')"
 }
-for c in h64sm90_pre h64sm90w2_pre h64sm90mo_pre h64sm90w2mo_pre; do hprof $c; done
+for c in h64sm90_pre h64sm90per_pre h64sm90w2_pre h64sm90mo_pre h64sm90w2mo_pre; do hprof $c; done
 ls -la $OUT/logs | tail -20
 [ "${LIB:-1}" = 1 ] && OUT=$OUT/lib bash tools/dev/mqa/run_t36.sh
 echo "done $(el)"
