@@ -4,7 +4,8 @@
 // portable tier, sparse_mqa/sm80.cuh; both build the row's compacted key set with sparse_mqa/index_set.cuh).
 //
 // Supported specialization: BLOCK_H 64, BLOCK_N 64, STAGES 2 (mj_mqa90_smem_bytes: 232,000 B of the
-// 232,448 an sm_90 block may opt into). grid = (tokens, ceil(h / 64)), mj_mqa90_threads() threads. 32-key tiles in
+// 232,448 an sm_90 block may opt into). grid = (tokens, ceil(h / 64)) (PERSIST 1: min(tokens x ceil(h / 64), SMs), one row;
+// sparse_mqa/sm90_persist.cuh), mj_mqa90_threads() threads. 32-key tiles in
 // four slots (schedules 1 and 2, commit 6949765) measured 33-36 % slower on an H100 and were removed (docs/PERF.md,
 // "32-key tiles in four slots").
 //
@@ -107,9 +108,6 @@
                           // that P V after the store, not before). Development switch: no gain (11.56 vs 11.62 ms, H100).
 #define MJ_MQA90_S2EARLY 0
 #endif
-#ifndef MJ_MQA90_PERSIST  // 1: the persistent grid (sparse_mqa/sm90_persist.cuh; schedule 1, bf16, the list; development switch)
-#define MJ_MQA90_PERSIST 0
-#endif
 #ifndef MJ_MQA90_PAIR  // 1: the two 64-head blocks of a token form a cluster and share every gathered tile: each
                        // CTA gathers half the rows and copies them into the peer's ring (bf16, schedule 1;
                        // grid.y even). Development switch: the runtime does not launch it yet.
@@ -154,6 +152,9 @@ static_assert(kS * kTileBytes >= mj_idx::kHashBytes, "the ring doubles as the in
 constexpr int kBarMax = 1, kBarP = 2, kBarEnd = 3;  // named barriers of the 256 math threads (schedule 0)
 constexpr int kBarP0 = 1;                           // schedule 1: kBarP0, kBarP0 + 1 hand tiles over; kBarEnd
 constexpr bool kFp8 = MJ_KV_FP8 != 0;
+// The spec's PERSIST: the persistent grid (sparse_mqa/sm90_persist.cuh; schedule 1, bf16 cache, with the key-set pre-pass's
+// list; min(tokens x head blocks, SMs) blocks).
+constexpr bool kPersist = MJ_PERSIST != 0;
 // FP8, MJ_MQA90_F8STAGE = 1: the raw rows are staged in shared memory (the producer needs few registers).
 constexpr bool kF8Stage = kFp8 && MJ_MQA90_F8STAGE != 0;
 constexpr bool kF8Regs = kFp8 && !kF8Stage;  // the register-staged FP8 producer
@@ -315,14 +316,14 @@ MJ_DEVICE void mask_tile_max(float (&s)[32], int lim, float& mx0, float& mx1) {
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile (sparse_mqa/sm90_tile.cuh).
 MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
 
-#include "sparse_mqa/sm90_persist.cuh"  // run_persistent (MJ_MQA90_PERSIST = 1)
+#include "sparse_mqa/sm90_persist.cuh"  // run_persistent (PERSIST 1)
 
 }  // namespace mj_mqa90
 
 extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLUSTER mlajit_sparse_mqa_fwd_sm90(const SparseMqaFwdParams p) {
     using namespace mj_mqa90;
     extern __shared__ __align__(1024) unsigned char smem[];
-    if constexpr (MJ_MQA90_PERSIST != 0) {
+    if constexpr (kPersist) {
         run_persistent(p, smem);
         return;
     }

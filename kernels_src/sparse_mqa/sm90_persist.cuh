@@ -1,6 +1,6 @@
-// Sparse MQA prefill, Hopper tier, 64 heads a block (sparse_mqa/sm90.cuh): the persistent grid (MJ_MQA90_PERSIST = 1,
-// development switch; schedule 1, bf16 cache, with the key-set pre-pass's list). Included by sm90.cuh inside namespace
-// mj_mqa90, after the wgmma helpers.
+// Sparse MQA prefill, Hopper tier, 64 heads a block (sparse_mqa/sm90.cuh): the persistent grid (the spec's PERSIST = 1;
+// schedule 1, bf16 cache, with the key-set pre-pass's list; the runtime launches it with MLAJIT_MQA_PERSIST64=1). Included
+// by sm90.cuh inside namespace mj_mqa90, after the wgmma helpers.
 //
 // Why: one block a (token, head block) and one block a SM (the ring and Q take 216 KB) make every block pay its ramp with
 // the tensor pipe idle: the launch, Q's load, the first tile's whole gather latency, then the epilogue (O staged and
@@ -14,7 +14,7 @@
 // holds the next Q by then). Schedule 1's operations in the same order on the same tiles, so the same bits as that form.
 #pragma once
 
-static_assert(MJ_MQA90_PERSIST == 0 || (kSched1 && !kFp8 && !kPair && !kSplitRel && MJ_MQA90_LATEHO == 0 && MJ_MQA90_PSYNC == 1 &&
+static_assert(!kPersist || (kSched1 && !kFp8 && !kPair && !kSplitRel && MJ_MQA90_LATEHO == 0 && MJ_MQA90_PSYNC == 1 &&
                                         MJ_MQA90_DEV_SKIP == 0 && MJ_MQA_KEPT_LIST),
               "sparse MQA sm90, persistent grid: schedule 1, bf16 cache, the list, no development switch");
 

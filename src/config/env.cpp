@@ -24,6 +24,7 @@ const std::vector<EnvVarDoc>& env_var_docs() {
         {"MLAJIT_TIER", "auto", "auto: Hopper tier (wgmma, TMA) on sm_90a, portable elsewhere; portable: mma.sync tier everywhere"},
         {"MLAJIT_GEMM", "auto", "auto: mlajit's own GEMM kernel for the projections on the Hopper tier (a paged bf16 cache's K/V up-projection reads the pages itself up to 16 heads, after a separate gather above), cuBLASLt elsewhere; cublaslt: cuBLASLt everywhere; fused: auto, the up-projection reading the pages at any head count; unfused: auto, always the separate gather"},
         {"MLAJIT_MQA_PERSIST", "1", "1: where the key-set pre-pass runs, the Hopper tier's 16-head sparse MQA kernel on the bf16 cache runs as a persistent grid (at most one block a SM, the same result bits; H100 at 8k through the library: 2.97-3.01 ms against 3.44, session 34); 0: one block a query token"},
+        {"MLAJIT_MQA_PERSIST64", "0", "1: where the key-set pre-pass runs, the Hopper tier's 64-head sparse MQA kernel on the bf16 cache (32 heads and more) also runs as a persistent grid (sparse_mqa/sm90_persist.cuh: at most one block a SM taking (token, head block) items, the same result bits; development: not yet measured on a GPU, so off by default); 0: one block a token and head block"},
         {"MLAJIT_SMALL_STEP_KEYS", "64", "dense MHA steps of the one-call prefill whose requests have at most this many keys (and at most 64 new tokens) run as one launch: the MHA kernel computes its head's K/V up-projection itself; 0: always a separate up-projection GEMM"},
         {"MLAJIT_MASKED_MHA_MAX_SEQ", "(planner)", "masked MHA for requests with s_k up to this, sparse MQA above"},
         {"MLAJIT_PLAN_TABLE", "(cache)", "calibration table file for the planner"},
@@ -140,6 +141,7 @@ Config parse_config(const EnvLookup& getenv) {
         else bad("MLAJIT_GEMM", *v, "auto, cublaslt, fused, unfused");
     }
     if (auto v = getenv("MLAJIT_MQA_PERSIST")) c.mqa_persist = parse_bool("MLAJIT_MQA_PERSIST", *v);
+    if (auto v = getenv("MLAJIT_MQA_PERSIST64")) c.mqa_persist64 = parse_bool("MLAJIT_MQA_PERSIST64", *v);
     if (auto v = nonempty(getenv, "MLAJIT_SMALL_STEP_KEYS"))
         c.small_step_keys = *v == "0" ? 0 : (int)parse_positive("MLAJIT_SMALL_STEP_KEYS", *v, 65536);
     if (auto v = nonempty(getenv, "MLAJIT_MASKED_MHA_MAX_SEQ"))

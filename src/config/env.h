@@ -49,6 +49,7 @@ struct Config {
     GemmChoice gemm = GemmChoice::auto_;              // MLAJIT_GEMM
     int small_step_keys = 64;                        // MLAJIT_SMALL_STEP_KEYS (0: off)
     bool mqa_persist = true;                          // MLAJIT_MQA_PERSIST
+    bool mqa_persist64 = false;                       // MLAJIT_MQA_PERSIST64
     std::optional<long> masked_mha_max_seq;           // MLAJIT_MASKED_MHA_MAX_SEQ
     std::optional<std::filesystem::path> plan_table;  // MLAJIT_PLAN_TABLE
     int lock_timeout_ms = 120000;                     // MLAJIT_LOCK_TIMEOUT_MS

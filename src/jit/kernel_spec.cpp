@@ -41,7 +41,7 @@ const FamilyInfo& family_info(Family f) {
          {"BLOCK_M", "BLOCK_N", "STAGES", "MASKED", "PINGPONG", "D_NOPE", "D_ROPE", "D_V"}},
         {Family::paged_gather, "paged_gather", "paged_gather/sm80.cuh", "mlajit_paged_gather", {"ROWS_PER_BLOCK", "KV_FP8"}},
         {Family::sparse_mqa_fwd_sm90, "sparse_mqa_fwd_sm90", "sparse_mqa/sm90.cuh", "mlajit_sparse_mqa_fwd_sm90",
-         {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8"}},
+         {"BLOCK_H", "BLOCK_N", "STAGES", "D_LATENT", "D_ROPE", "KV_FP8", "PERSIST"}},
         {Family::quantize_cache, "quantize_cache", "quantize_cache/sm80.cuh", "mlajit_quantize_cache", {"TOKENS_PER_BLOCK"}},
         {Family::gemm_sm90, "gemm_sm90", "gemm/sm90.cuh", "mlajit_gemm_sm90", {"BLOCK_M", "BLOCK_N", "STAGES", "B_NMAJOR", "K_TILES", "A_PAGED"}},
         {Family::sparse_mqa_fwd_sm90t, "sparse_mqa_fwd_sm90t", "sparse_mqa/sm90_t.cuh", "mlajit_sparse_mqa_fwd_sm90t",

@@ -156,7 +156,11 @@ std::optional<KernelSpec> sparse_mqa_persistent_spec(const KernelSpec& s) {
     // warpgroup 0 merging alone). H100, 8k, 16 heads, the same bits: the kernel in the harness 2.766 against 3.08 ms a block a
     // token; through the library, with the pre-pass, 2.97-3.01 ms since its producer takes 32-bit shared addresses (3.26-3.27
     // before; one block a token 3.44; docs/PERF.md "Session 34").
-    if (s.family != Family::sparse_mqa_fwd_sm90t || s.p[0] != 16 || s.p[5] != 0 || !config().mqa_persist) return std::nullopt;
+    // The 64-head kernel's (sparse_mqa/sm90_persist.cuh, items of a token and head block, schedule 1's bits): only with
+    // MLAJIT_MQA_PERSIST64=1 until a GPU has measured it.
+    const bool keys_as_m = s.family == Family::sparse_mqa_fwd_sm90t && s.p[0] == 16 && config().mqa_persist;
+    const bool heads_as_m = s.family == Family::sparse_mqa_fwd_sm90 && config().mqa_persist64;
+    if (!(keys_as_m || heads_as_m) || s.p[5] != 0) return std::nullopt;
     KernelSpec p = s;
     p.p[6] = 1;
     return p;

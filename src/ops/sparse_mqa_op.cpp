@@ -178,13 +178,18 @@ std::optional<LaunchPlan<SparseMqaFwdParams>> plan_sparse_mqa_prepass(const Arch
     pre.smem = mj_mqa_compact_smem_bytes(main.params.topk);
     pre.params = main.params;
     // With the list (unless MLAJIT_MQA_PERSIST=0), the 16-head keys-as-M kernel (bf16) runs as a persistent grid: at most one
-    // block a SM, each taking tokens b, b + grid, ... (sparse_mqa/sm90_t_persist.cuh; the same results bit for bit).
-    if (auto ps = sm_count > 0 ? sparse_mqa_persistent_spec(main.spec) : std::nullopt)
-        if (main.grid.y == 1) {
+    // block a SM, each taking tokens b, b + grid, ... (sparse_mqa/sm90_t_persist.cuh; the same results bit for bit). With
+    // MLAJIT_MQA_PERSIST64=1 the 64-head kernel too, its items a token's head blocks (sparse_mqa/sm90_persist.cuh).
+    if (auto ps = sm_count > 0 ? sparse_mqa_persistent_spec(main.spec) : std::nullopt) {
+        const bool items = ps->family == Family::sparse_mqa_fwd_sm90;  // tokens x head blocks, one grid row
+        if (items || main.grid.y == 1) {
+            const unsigned work = main.grid.x * (items ? main.grid.y : 1u);
             main.spec = *ps;
             main.smem = mqa_smem_bytes(*ps);
-            main.grid.x = std::min(main.grid.x, (unsigned)sm_count);
+            main.grid.x = std::min(work, (unsigned)sm_count);
+            main.grid.y = 1;
         }
+    }
     return pre;
 }
 

@@ -79,6 +79,14 @@ TEST_CASE("env: MLAJIT_MQA_PERSIST, on by default, 0 turns the persistent sparse
     CHECK_THROWS(parse_config(env({{"MLAJIT_MQA_PERSIST", "sometimes"}})));
 }
 
+TEST_CASE("env: MLAJIT_MQA_PERSIST64, off by default, 1 turns the 64-head kernel's persistent grid on") {
+    CHECK_FALSE(parse_config(env({})).mqa_persist64);
+    CHECK(parse_config(env({{"MLAJIT_MQA_PERSIST64", "1"}})).mqa_persist64);
+    CHECK_FALSE(parse_config(env({{"MLAJIT_MQA_PERSIST64", "0"}})).mqa_persist64);
+    CHECK(parse_config(env({{"MLAJIT_MQA_PERSIST64", "1"}})).mqa_persist);  // independent of MLAJIT_MQA_PERSIST
+    CHECK_THROWS(parse_config(env({{"MLAJIT_MQA_PERSIST64", "often"}})));
+}
+
 TEST_CASE("env: bad values name the variable and the allowed values") {
     struct Case {
         const char* var;
@@ -86,7 +94,7 @@ TEST_CASE("env: bad values name the variable and the allowed values") {
         const char* allowed_fragment;
     };
     for (Case k : {Case{"MLAJIT_CACHE", "readonly", "rw, ro, off"}, Case{"MLAJIT_OFFLINE", "maybe", "1/true"},
-                   Case{"MLAJIT_MQA_PERSIST", "2", "1/true"},
+                   Case{"MLAJIT_MQA_PERSIST", "2", "1/true"}, Case{"MLAJIT_MQA_PERSIST64", "yes please", "1/true"},
                    Case{"MLAJIT_LOG_LEVEL", "loud", "trace, debug"}, Case{"MLAJIT_ARCH", "hopper", "sm_90a"},
                    Case{"MLAJIT_ARCH", "sm_90x", "sm_<major>"}, Case{"MLAJIT_MHA_TILE", "128", "AxB"},
                    Case{"MLAJIT_MQA_TILE", "64xq", "whole number"}, Case{"MLAJIT_PATH", "fast", "sparse_mqa"},

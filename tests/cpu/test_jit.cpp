@@ -80,6 +80,29 @@ TEST_CASE("jit: the keys-as-M kernel's persistent grid (PERSIST 1) compiles thro
     CHECK_MESSAGE(!std::regex_search(persistent.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), persistent.log);
 }
 
+TEST_CASE("jit: the 64-head kernel's persistent grid (PERSIST 1) compiles through NVRTC to its own sm_90a code, without spills") {
+    REQUIRE_MESSAGE(nvrtc_available(), "NVRTC is needed for this test (CUDA toolkit at /usr/local/cuda)");
+    mlajit::test::ScopedEnv persist64("MLAJIT_MQA_PERSIST64", "1");
+    KernelSpec s = sparse_mqa_spec(Arch::parse("sm_90a"), kMqaHopperTile, false);
+    KernelSpec want = s;
+    want.p[6] = 1;
+    // With MLAJIT_MQA_PERSIST64=1 the warmup of the whole model (128 heads) builds it; not by default.
+    const auto tp1 = model_variants(model_preset("deepseek-v3.2"), {1}, {Arch::parse("sm_90a")});
+    CHECK(std::find(tp1.begin(), tp1.end(), want) != tp1.end());
+    persist64.set(nullptr);
+    const auto tp1_default = model_variants(model_preset("deepseek-v3.2"), {1}, {Arch::parse("sm_90a")});
+    CHECK(std::find(tp1_default.begin(), tp1_default.end(), want) == tp1_default.end());
+    const CompileOutput one_block = compile_kernel(prep(s, kernel_files()));
+    s.p[6] = 1;  // PERSIST
+    const CompileOutput persistent = compile_kernel(prep(s, kernel_files()));
+    CHECK(is_elf(persistent.cubin));
+    CHECK(persistent.cubin != one_block.cubin);
+    CHECK_MESSAGE(!std::regex_search(persistent.log, std::regex("[1-9][0-9]* bytes spill (stores|loads)")), persistent.log);
+    // The FP8 cache has no persistent form: the kernel says so at compile time.
+    s.p[5] = 1;  // KV_FP8
+    CHECK_THROWS(compile_kernel(prep(s, kernel_files())));
+}
+
 namespace {
 // The smallest loop (a backward branch to a label above it) of a PTX text holding at least `copies` cp.async instructions,
 // as its lines; empty when there is none.

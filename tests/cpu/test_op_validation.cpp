@@ -297,6 +297,49 @@ TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST=1, the 16-head k
     CHECK(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 16))).has_value());
 }
 
+TEST_CASE("validation: with the pre-pass and MLAJIT_MQA_PERSIST64=1, the 64-head kernel (bf16) runs as a persistent grid of (token, head block) items") {
+    // sparse_mqa/sm90_persist.cuh: at most one block a SM in one grid row, each taking items b, b + grid, ... of tokens x
+    // head blocks. Off by default (not yet measured on a GPU).
+    mlajit::test::ScopedEnv persist64("MLAJIT_MQA_PERSIST64", "1");
+    for (int heads : {64, 128, 100})
+        for (int sms : {132, 1000}) {
+            CAPTURE(heads);
+            CAPTURE(sms);
+            auto a = with_heads(good_mqa(), heads);  // 300 tokens
+            auto plan = plan_sparse_mqa(kArch, a);
+            const KernelSpec one_block = plan.spec;
+            const unsigned head_blocks = plan.grid.y;
+            CHECK(head_blocks == (unsigned)(heads + 63) / 64);
+            a.workspace = fake(9);
+            a.workspace_bytes = sparse_mqa_workspace_bytes(plan);
+            auto pre = plan_sparse_mqa_prepass(kArch, a, plan, sms);
+            REQUIRE(pre.has_value());
+            CHECK(pre->grid.x == 300);  // the pre-pass: one block a token
+            CAPTURE(spec_name(plan.spec));
+            CHECK(plan.spec.family == Family::sparse_mqa_fwd_sm90);
+            CHECK(plan.spec.p[6] == 1);  // PERSIST
+            CHECK(sparse_mqa_persistent_spec(one_block) == plan.spec);
+            CHECK(plan.grid.x == std::min<unsigned>(sms, 300 * head_blocks));
+            CHECK(plan.grid.y == 1);
+            CHECK(plan.smem == mj_mqa90_smem_bytes());
+            CHECK(plan.threads == 384);
+        }
+    // Without the SM count, on the FP8 cache, or with the variable off: one block a token and head block.
+    auto a = with_heads(good_mqa(), 128);
+    auto plan = plan_sparse_mqa(kArch, a);
+    a.workspace = fake(9);
+    a.workspace_bytes = sparse_mqa_workspace_bytes(plan);
+    REQUIRE(plan_sparse_mqa_prepass(kArch, a, plan, 0).has_value());
+    CHECK(plan.grid.x == 300);
+    CHECK(plan.grid.y == 2);
+    CHECK(plan.spec.p[6] == 0);
+    CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 128, true), true)).has_value());
+    persist64.set("0");
+    CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 128))).has_value());
+    persist64.set(nullptr);  // the default: off
+    CHECK_FALSE(sparse_mqa_persistent_spec(sparse_mqa_spec(kArch, mqa_tile_for(kArch, 128))).has_value());
+}
+
 TEST_CASE("validation: sparse MQA picks its kernel by tier, head count and cache format") {
     // sm_90a, bf16: up to 16 heads the keys-as-M Hopper kernel (16 heads a block, nothing padded to 64), above it the
     // 64-head one; both 3 warpgroups, their shared memory within sm_90's 232,448 bytes.

@@ -24,10 +24,13 @@ g1='gpu: sparse MQA and masked MHA agree*,gpu: top-k mask + masked MHA + dense M
 g2='gpu: sparse MQA on the FP8 latent cache*,gpu: sparse MQA contract*'
 MLAJIT_CACHE_DIR=/tmp/c1 timeout 280 taskset -c 0-2 $T "--test-case=$g1" >"$logs/suite1.log" 2>&1 & p1=$!
 # suite 2, then the sparse MQA suites again without the persistent grid (MLAJIT_MQA_PERSIST=0; on by default, where every
-# 16-head bf16 case with a workspace runs it and is compared bit for bit with the one-block-a-token form, without one)
+# 16-head bf16 case with a workspace runs it and is compared bit for bit with the one-block-a-token form, without one), and
+# with the 64-head kernel's (MLAJIT_MQA_PERSIST64=1, off by default: every bf16 case above 16 heads with a workspace)
 (MLAJIT_CACHE_DIR=/tmp/c2 timeout 280 taskset -c 3-5 $T "--test-case=$g2" >"$logs/suite2.log" 2>&1; r=$?
  MLAJIT_MQA_PERSIST=0 MLAJIT_CACHE_DIR=/tmp/c5 timeout 200 taskset -c 3-5 $T "--test-case=gpu: sparse MQA over heads*,gpu: sparse MQA contract*" \
-   >"$logs/suite4.log" 2>&1 || r=$((r + 10)); exit $r) & p2=$!
+   >"$logs/suite4.log" 2>&1 || r=$((r + 10))
+ MLAJIT_MQA_PERSIST64=1 MLAJIT_CACHE_DIR=/tmp/c6 timeout 200 taskset -c 3-5 $T "--test-case=gpu: sparse MQA over heads*,gpu: sparse MQA contract*" \
+   >"$logs/suite5.log" 2>&1 || r=$((r + 100)); exit $r) & p2=$!
 MLAJIT_CACHE_DIR=/tmp/c3 timeout 280 taskset -c 6-8 $T "--test-case-exclude=$g1,$g2,gpu soak*" >"$logs/suite3.log" 2>&1 & p3=$!
 MLAJIT_SOAK_SECONDS=${SOAK_S:-150} MLAJIT_SOAK_SHARED_GPU=1 MLAJIT_SOAK_CSV="$logs/soak.csv" MLAJIT_CACHE_DIR=/tmp/c4 \
   timeout 280 taskset -c 12-15 $T '--test-case=gpu soak*' >"$logs/soak.log" 2>&1 & ps=$!
@@ -55,12 +58,17 @@ for a in "--heads 16,32 --batch 64 --s-q 64 --s-k 3064" "--heads 16 --batch 1 --
 done
 timeout 90 build-gpu/mlajit-bench --ops mha,masked --heads 128,16 --s-q 8192 --reps 15 >"$logs/mha_bench.log" 2>&1
 timeout 60 build-gpu/mlajit-bench --ops mha,masked --heads 16 --s-q 16384 --reps 15 >>"$logs/mha_bench.log" 2>&1
+for v in 0 1 0 1; do  # the 64-head kernel's persistent grid (MLAJIT_MQA_PERSIST64) against one block a token and head block
+  echo "MLAJIT_MQA_PERSIST64=$v" >>"$logs/persist64_bench.log"
+  MLAJIT_MQA_PERSIST64=$v timeout 60 build-gpu/mlajit-bench --ops mqa --heads 64,128 --s-q 8192 --topk 2048 --reps 20 >>"$logs/persist64_bench.log" 2>&1
+done
 echo "benches done $(since)"
 fi
 echo "=== one call, batch (planned vs forced)"; grep -E "^(call_bf16|call_fp8) " "$logs/batch_bench.log" 2>/dev/null
 echo "=== MHA through the library"; grep -E "^(mha|masked) " "$logs/mha_bench.log" 2>/dev/null
+echo "=== sparse MQA, MLAJIT_MQA_PERSIST64=0 / 1 alternated"; grep -E "^MLAJIT_MQA_PERSIST64|^mqa " "$logs/persist64_bench.log" 2>/dev/null
 echo "=== host cost"; grep -E "api\.|split\.gemm|split\.launch|first\.call_warm|custom op|ctypes function|SUMMARY" "$logs/eco.log" 2>/dev/null | head -20
 echo "=== soak"; grep -E "FIGURE|test cases" "$logs/soak.log" | cut -c1-700
 echo "=== sanitizers"; for t in memcheck racecheck synccheck initcheck; do echo "$t: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$logs/san_$t.log" 2>/dev/null | tr '\n' ' ')"; done
 echo "=== suite"; grep -hE "^\[doctest\] (test cases|assertions)" "$logs"/suite?.log
-echo "SUMMARY: suite rc $r1/$r2/$r3 (r2 + 10: suite4, the run without the persistent grid), sanitizers rc ${rs[*]} (memcheck racecheck synccheck initcheck), soak rc $rsoak, eco rc $reco ($(since)); logs in logs.tgz"
+echo "SUMMARY: suite rc $r1/$r2/$r3 (r2 + 10: suite4, the run without the persistent grid; + 100: suite5, with the 64-head one), sanitizers rc ${rs[*]} (memcheck racecheck synccheck initcheck), soak rc $rsoak, eco rc $reco ($(since)); logs in logs.tgz"

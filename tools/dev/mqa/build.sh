@@ -43,7 +43,7 @@ while read -r tag h n s k m pp skip fp8; do
                        case $tag in *sm90*lh*) defs="$defs -DMJ_MQA90_LATEHO=1";; esac  # late hand-over
                        case $tag in *sm90w2*) defs="$defs -DMJ_MQA90_SCHED=2";; esac  # bf16: schedule 2 (tile pairs)
                        case $tag in *sm90w2e*) defs="$defs -DMJ_MQA90_S2EARLY=1";; esac  # schedule 2: P of E handed over during its own P V
-                       case $tag in *sm90per*) defs="$defs -DMJ_MQA90_PERSIST=1";; esac  # the persistent grid (sm90_persist.cuh)
+                       case $tag in *sm90per*) defs="$defs -DCFG_PERSIST=1";; esac  # the persistent grid (sm90_persist.cuh)
                        case $tag in *sm90sp*) defs="$defs -DMJ_MQA90_SPLITREL=1";; esac;; esac  # bf16: slots released in two parts
   case $tag in *_pre) defs="$defs -DMJ_MQA_KEPT_LIST=1";; esac  # the kernel reads the key-set pre-pass's list (index_set.cuh)
   nvcc_k=$NVCC

@@ -8,6 +8,10 @@ constexpr int MJ_D_LATENT = 512;
 constexpr int MJ_D_ROPE = 64;
 constexpr int MJ_ARCH = 90;
 constexpr int MJ_KV_FP8 = CFG_FP8;
+#ifndef CFG_PERSIST
+#define CFG_PERSIST 0
+#endif
+constexpr int MJ_PERSIST = CFG_PERSIST;  // the persistent grid (sparse_mqa/sm90_persist.cuh), tags "*sm90per*"
 #define MQA_CAT2(a, b) a##b
 #define MQA_CAT(a, b) MQA_CAT2(a, b)
 #define mlajit_sparse_mqa_fwd_sm90 MQA_CAT(mqa_kernel_, CFG_TAG)
@@ -31,7 +35,7 @@ extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p
 #if MJ_MQA90_PAIR
     grid.y = (grid.y + 1) & ~1u;  // clusters of two head blocks (a lone block gets an idle partner)
 #endif
-    if constexpr (MJ_MQA90_PERSIST != 0) {  // min(items, SMs) blocks, items = tokens x head blocks (p->s_q: the call's tokens)
+    if constexpr (MJ_PERSIST != 0) {  // min(items, SMs) blocks, items = tokens x head blocks (p->s_q: the call's tokens)
         static int blocks = 0;               // MQA_PERSIST_BLOCKS: fewer, so that the small check cases give a block several items
         if (blocks == 0) {
             int dev = 0;
