@@ -66,7 +66,7 @@ echo "benches done $(since)"
 fi
 echo "=== one call, batch (planned vs forced)"; grep -E "^(call_bf16|call_fp8) " "$logs/batch_bench.log" 2>/dev/null
 echo "=== MHA through the library"; grep -E "^(mha|masked) " "$logs/mha_bench.log" 2>/dev/null
-echo "=== sparse MQA, MLAJIT_MQA_PERSIST64=0 / 1 alternated"; grep -E "^MLAJIT_MQA_PERSIST64|^mqa " "$logs/persist64_bench.log" 2>/dev/null
+echo "=== sparse MQA, MLAJIT_MQA_PERSIST64=0 / 1 alternated"; grep -E "^MLAJIT_MQA_PERSIST64|,mqa," "$logs/persist64_bench.log" 2>/dev/null
 echo "=== host cost"; grep -E "api\.|split\.gemm|split\.launch|first\.call_warm|custom op|ctypes function|SUMMARY" "$logs/eco.log" 2>/dev/null | head -20
 echo "=== soak"; grep -E "FIGURE|test cases" "$logs/soak.log" | cut -c1-700
 echo "=== sanitizers"; for t in memcheck racecheck synccheck initcheck; do echo "$t: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$logs/san_$t.log" 2>/dev/null | tr '\n' ' ')"; done

@@ -29,7 +29,7 @@ prof() {  # prof CACHE HEADS KERNEL-REGEX [env...]
   local c=$1 h=$2 k=$3; shift 3; local r=$OUT/logs/ncu_${c}_h$h
   env $(envof $c) "$@" MLAJIT_OFFLINE=1 MLAJIT_CACHE_DIR=/tmp/cache$c timeout 100 ncu --clock-control none -k "regex:$k" -c 1 \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters \
-    -f -o $r build/mlajit-bench --s-q 8192 --topk 2048 --ops mqa --heads $h --reps 1 > $r.log 2>&1
+    -f -o $r ${BENCH:-build/mlajit-bench} --s-q 8192 --topk 2048 --ops mqa --heads $h --reps 1 > $r.log 2>&1
   ncu -i $r.ncu-rep --page source --csv --print-source sass > ${r}_source.csv 2>&1
   ncu -i $r.ncu-rep --page details > ${r}_details.txt 2>&1
   rm -f $r.ncu-rep; pack

@@ -8,6 +8,7 @@
 # persistent grid (h64sm90per_pre, sm90_persist.cuh): checks (bits against the one-block form, 3 blocks for several items
 # a block), timing beside the others, sanitizers.
 # Prebuilt: CFG_FILE=configs_t37.h BUILD=build_t37 bash build.sh.
+# Also 710580a's mlajit-bench as tools/dev/mqa/build_t37/mlajit-bench-710580a (run_t36's caches). ~7-8 minutes.
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t37", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]
 source "$(dirname "$0")/run_common.sh"
 pack() { tar czf $OUT/logs.tgz.tmp -C $OUT logs && mv $OUT/logs.tgz.tmp $OUT/logs.tgz; }  # after each step: a cut call keeps it
@@ -34,6 +35,13 @@ for tool in memcheck racecheck synccheck; do
   MQA_PERSIST_BLOCKS=3 timeout 60 compute-sanitizer --tool $tool --print-limit 4 $H --configs h64sm90per_pre --sanitize > $OUT/logs/${tool}_per.log 2>&1
   echo "$tool h64sm90per_pre rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/logs/${tool}_per.log) $(el)"
 done; pack
+# Through the library (build/mlajit-bench from this tree, compiling on the device; every cell checked against float64):
+# MLAJIT_MQA_PERSIST64 off / on alternated, 64 and 128 heads at 8k with the workspace.
+for v in 0 1 0 1; do
+  MLAJIT_MQA_PERSIST64=$v MLAJIT_CACHE_DIR=/tmp/c37 timeout 90 build/mlajit-bench --ops mqa --heads 64,128 --s-q 8192 --topk 2048 \
+    --reps 20 > $OUT/logs/lib_persist64_$v.log 2>&1; echo "library MLAJIT_MQA_PERSIST64=$v rc $? $(el)"; grep -E ",mqa," $OUT/logs/lib_persist64_$v.log | cut -d, -f3-13
+  cat $OUT/logs/lib_persist64_$v.log >> $OUT/logs/lib_persist64.log
+done; pack
 hprof() {  # hprof CONFIG: one launch (the 4th) at 128 heads, 8k paged
   local c=$1 r=$OUT/logs/ncu_$1
   timeout 100 ncu --clock-control none -k regex:mqa_kernel --launch-skip 3 --launch-count 1 --import-source yes \
@@ -47,5 +55,6 @@ hprof() {  # hprof CONFIG: one launch (the 4th) at 128 heads, 8k paged
 }
 for c in h64sm90_pre h64sm90per_pre h64sm90w2_pre h64sm90mo_pre h64sm90w2mo_pre; do hprof $c; done
 ls -la $OUT/logs | tail -20
-[ "${LIB:-1}" = 1 ] && OUT=$OUT/lib bash tools/dev/mqa/run_t36.sh
+# run_t36 needs a bench binary whose 64-head spec has no PERSIST parameter (its caches were keyed before it): 710580a's
+[ "${LIB:-1}" = 1 ] && BENCH=tools/dev/mqa/build_t37/mlajit-bench-710580a OUT=$OUT/lib bash tools/dev/mqa/run_t36.sh
 echo "done $(el)"
