@@ -20,7 +20,7 @@ constexpr int MJ_PERSIST = CFG_PERSIST;  // the persistent grid (sparse_mqa/sm90
 #undef mlajit_sparse_mqa_fwd_sm90
 
 #include <cuda_runtime.h>
-#include <cstdlib>
+#include "persist_blocks.h"
 
 // Host launch as the runtime does it: grid (tokens, ceil(h / 64)), mj_mqa90_threads, mj_mqa90_smem_bytes.
 extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p, cudaStream_t stream) {
@@ -36,14 +36,8 @@ extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p
     grid.y = (grid.y + 1) & ~1u;  // clusters of two head blocks (a lone block gets an idle partner)
 #endif
     if constexpr (MJ_PERSIST != 0) {  // min(items, SMs) blocks, items = tokens x head blocks (p->s_q: the call's tokens)
-        static int blocks = 0;               // MQA_PERSIST_BLOCKS: fewer, so that the small check cases give a block several items
-        if (blocks == 0) {
-            int dev = 0;
-            cudaError_t e = cudaGetDevice(&dev);
-            if (e == cudaSuccess) e = cudaDeviceGetAttribute(&blocks, cudaDevAttrMultiProcessorCount, dev);
-            if (e != cudaSuccess) return e;
-            if (const char* env = getenv("MQA_PERSIST_BLOCKS")) blocks = atoi(env) > 0 ? atoi(env) : blocks;
-        }
+        static int blocks = 0;
+        if (cudaError_t e = persist_blocks(blocks); e != cudaSuccess) return e;
         const unsigned items = grid.x * grid.y;
         grid = dim3(items < (unsigned)blocks ? items : (unsigned)blocks, 1);
     }

@@ -20,6 +20,7 @@ constexpr int MJ_PERSIST = CFG_PERSIST;
 
 #include <cuda_runtime.h>
 #include <cstdlib>
+#include "persist_blocks.h"
 
 // Host launch as the runtime does it: grid (tokens, ceil(h / CFG_H)) (PERSIST: min(tokens, SMs)), mj_mqa90t_threads, mj_mqa90t_smem_bytes (the FP8 cache's
 // scale-folding body, MJ_MQA90T8_FOLD: mj_mqa90t8_smem_bytes).
@@ -33,14 +34,8 @@ extern "C" cudaError_t MQA_CAT(mqa_launch_, CFG_TAG)(const SparseMqaFwdParams* p
     }
     dim3 grid(p->s_q, (p->num_heads + CFG_H - 1) / CFG_H);
     if constexpr (mj_mqa90t::kPersist) {  // the persistent grid: at most one block a SM (p->s_q: the call's tokens, see harness.cu)
-        static int blocks = 0;            // MQA_PERSIST_BLOCKS: fewer, so that the small check cases give a block several tokens
-        if (blocks == 0) {
-            int dev = 0;
-            cudaError_t e = cudaGetDevice(&dev);
-            if (e == cudaSuccess) e = cudaDeviceGetAttribute(&blocks, cudaDevAttrMultiProcessorCount, dev);
-            if (e != cudaSuccess) return e;
-            if (const char* env = getenv("MQA_PERSIST_BLOCKS")) blocks = atoi(env) > 0 ? atoi(env) : blocks;
-        }
+        static int blocks = 0;
+        if (cudaError_t e = persist_blocks(blocks); e != cudaSuccess) return e;
         grid.x = grid.x < (unsigned)blocks ? grid.x : (unsigned)blocks;
     }
     MQA_CAT(mqa_kernel_, CFG_TAG)<<<grid, mj_mqa90t::kThreads, smem, stream>>>(*p);  // mj_mqa90t_threads(), 384 for the folding body

@@ -16,20 +16,7 @@ usage: persist64_protocol.py [SCHEDULES] [SEED]     (exit status 1 where the ker
 import random
 import sys
 
-SPIN = "spin"
-
-
-class MBarrier:
-    def __init__(self, count):
-        self.count, self.pending, self.phase = count, 0, 0  # phase: completed phases
-
-    def arrive(self):
-        self.pending += 1
-        if self.pending == self.count:
-            self.pending, self.phase = 0, self.phase + 1
-
-    def passes(self, parity):
-        return (self.phase & 1) != parity
+from persist_protocol import SPIN, Barrier as MBarrier  # the 16-head model's mbarrier (parity waits as PTX defines them)
 
 
 class NamedBarrier:  # bar.sync of both warpgroups
