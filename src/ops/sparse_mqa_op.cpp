@@ -124,7 +124,7 @@ LaunchPlan<SparseMqaFwdParams> plan_sparse_mqa(const Arch& arch, const mlajit_sp
 }
 
 namespace {
-// Does the planned call's kv family read the FP8 cache? (KV_FP8 is the last parameter of every sparse MQA family.)
+// Does the planned call's kv family read the FP8 cache? (KV_FP8: p[6] of the portable family, p[5] of the Hopper ones.)
 bool plan_kv_fp8(const KernelSpec& s) { return s.family == Family::sparse_mqa_fwd ? s.p[6] != 0 : s.p[5] != 0; }
 
 // The pre-pass's list in the workspace: kept_rows uint32 [tokens, topk], then kept_count int32 [tokens].
