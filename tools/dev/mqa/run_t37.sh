@@ -7,6 +7,7 @@
 # library part (SASS and stall samples of NVRTC's N / A and nvcc's B caches) if time is left. Also the 64-head kernel's
 # persistent grid (h64sm90per_pre, sm90_persist.cuh): checks (bits against the one-block form, 3 blocks for several items
 # a block), timing beside the others, sanitizers.
+# Reading the stall CSVs: python3 tools/dev/ncu_stalls.py logs/ncu_<config>_cuda.csv (or _sass.csv) [--top N] [--grep TEXT].
 # Prebuilt: CFG_FILE=configs_t37.h BUILD=build_t37 bash build.sh.
 # Also 710580a's mlajit-bench as tools/dev/mqa/build_t37/mlajit-bench-710580a (run_t36's caches). ~7-8 minutes.
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t37", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]
