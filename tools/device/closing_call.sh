@@ -29,7 +29,7 @@ MLAJIT_CACHE_DIR=/tmp/c1 timeout 280 taskset -c 0-2 $T "--test-case=$g1" >"$logs
 (MLAJIT_CACHE_DIR=/tmp/c2 timeout 280 taskset -c 3-5 $T "--test-case=$g2" >"$logs/suite2.log" 2>&1; r=$?
  MLAJIT_MQA_PERSIST=0 MLAJIT_CACHE_DIR=/tmp/c5 timeout 200 taskset -c 3-5 $T "--test-case=gpu: sparse MQA over heads*,gpu: sparse MQA contract*" \
    >"$logs/suite4.log" 2>&1 || r=$((r + 10))
- MLAJIT_MQA_PERSIST64=1 MLAJIT_CACHE_DIR=/tmp/c6 timeout 200 taskset -c 3-5 $T "--test-case=gpu: sparse MQA over heads*,gpu: sparse MQA contract*" \
+ MLAJIT_MQA_PERSIST64=1 MLAJIT_CACHE_DIR=/tmp/c5 timeout 200 taskset -c 3-5 $T "--test-case=gpu: sparse MQA over heads*,gpu: sparse MQA contract*" \
    >"$logs/suite5.log" 2>&1 || r=$((r + 100)); exit $r) & p2=$!
 MLAJIT_CACHE_DIR=/tmp/c3 timeout 280 taskset -c 6-8 $T "--test-case-exclude=$g1,$g2,gpu soak*" >"$logs/suite3.log" 2>&1 & p3=$!
 MLAJIT_SOAK_SECONDS=${SOAK_S:-150} MLAJIT_SOAK_SHARED_GPU=1 MLAJIT_SOAK_CSV="$logs/soak.csv" MLAJIT_CACHE_DIR=/tmp/c4 \
