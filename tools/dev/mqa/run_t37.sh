@@ -10,6 +10,7 @@
 # Reading the stall CSVs: python3 tools/dev/ncu_stalls.py logs/ncu_<config>_cuda.csv (or _sass.csv) [--top N] [--grep TEXT].
 # Prebuilt: CFG_FILE=configs_t37.h BUILD=build_t37 bash build.sh.
 # Also 710580a's mlajit-bench as tools/dev/mqa/build_t37/mlajit-bench-710580a (run_t36's caches). ~7-8 minutes.
+# tools/dev/mqa/prep_t37.sh rebuilds every carried, git-ignored piece where this machine lacks it.
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t37", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]
 source "$(dirname "$0")/run_common.sh"
 pack() { tar czf $OUT/logs.tgz.tmp -C $OUT logs && mv $OUT/logs.tgz.tmp $OUT/logs.tgz; }  # after each step: a cut call keeps it
