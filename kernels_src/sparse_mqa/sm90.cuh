@@ -316,6 +316,55 @@ MJ_DEVICE void mask_tile_max(float (&s)[32], int lim, float& mx0, float& mx1) {
 // Byte offset of 16-byte chunk c (0..71) of row r in a tile (sparse_mqa/sm90_tile.cuh).
 MJ_DEVICE unsigned tile_off(int r, int c) { return mj_tile90::chunk_off<kBlk>(r, c); }
 
+// Schedule 1's pieces both grids call (the one-block form below, the persistent one in sm90_persist.cuh). Moving them out of
+// the one-block form left its code as measured: the 27 warmup variants' cubins have the same .text, byte for byte.
+// Schedule 1, warpgroup 0: the online softmax of a tile whose S is in s (lim: the tile's valid columns past this thread's
+// first, as mask_tile_max takes them): P into pa (bf16 A fragments) and into the tile's rope block (tile_g, dead once S is
+// done) for warpgroup 1, the row sums and O rescaled, the factors into alpha[64] (this tile's buffer) for warpgroup 1.
+MJ_DEVICE void s1_softmax(float (&s)[32], mj_u32 (&pa)[16], float (&o)[128], float& m0, float& m1, float& l0, float& l1, int lim,
+                          float sl2, unsigned char* tile_g, float* alpha, int row0, int q4) {
+    float mx0, mx1;
+    mask_tile_max(s, lim, mx0, mx1);
+    float ms0, ms1, al0, al1;
+    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
+    float rs0 = 0.f, rs1 = 0.f;
+    unsigned char* prow0 = tile_g + 8 * kBlk + row0 * 128;
+    unsigned char* prow1 = prow0 + 8 * 128;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
+        const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
+        rs0 += p00 + p01;
+        rs1 += p10 + p11;
+        pa[2 * i] = mj_pack_bf16x2(p00, p01);
+        pa[2 * i + 1] = mj_pack_bf16x2(p10, p11);
+        *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = pa[2 * i];
+        *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = pa[2 * i + 1];
+    }
+    l0 = l0 * al0 + rs0;
+    l1 = l1 * al1 + rs1;
+    if (q4 == 0) {
+        alpha[row0] = al0;
+        alpha[row0 + 8] = al1;
+    }
+    rescale_o(o, al0, al1);
+    mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
+}
+
+// lse and max_logits of rows row0, row0 + 8 of a 64-head block (L: the row sums, m: the running maxima), by the threads
+// with q4 == 0 of warpgroup 0; rows past the call's heads are not written.
+MJ_DEVICE void store_lse(const SparseMqaFwdParams& p, int tok, int head0, int row0, float L0, float L1, float m0, float m1) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const int r = row0 + 8 * hr;
+        const float L = hr ? L1 : L0, m = hr ? m1 : m0;
+        if (head0 + r < p.num_heads) {
+            p.lse[(mj_i64)tok * p.lse_stride_tok + head0 + r] = L > 0.f ? (mj_log2(L) + m * p.sm_scale_log2) * MJ_LN2 : MJ_NEG_INF;
+            if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head0 + r] = L > 0.f ? m * p.sm_scale : MJ_NEG_INF;
+        }
+    }
+}
+
 #include "sparse_mqa/sm90_persist.cuh"  // run_persistent (PERSIST 1)
 
 }  // namespace mj_mqa90
@@ -856,32 +905,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
             };
             auto issue_pv = [&](unsigned tile) { issue_pv_regs(o, pa, tile); };
             auto softmax = [&](int t, unsigned char* tile_g) {
-                float mx0, mx1;
-                mask_tile_max(s, nvalid - t * kN - 2 * q4, mx0, mx1);
-                float ms0, ms1, al0, al1;
-                mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
-                float rs0 = 0.f, rs1 = 0.f;
-                unsigned char* prow0 = tile_g + 8 * kBlk + row0 * 128;
-                unsigned char* prow1 = prow0 + 8 * 128;
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
-                    const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
-                    rs0 += p00 + p01;
-                    rs1 += p10 + p11;
-                    pa[2 * i] = mj_pack_bf16x2(p00, p01);
-                    pa[2 * i + 1] = mj_pack_bf16x2(p10, p11);
-                    *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = pa[2 * i];
-                    *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = pa[2 * i + 1];
-                }
-                l0 = l0 * al0 + rs0;
-                l1 = l1 * al1 + rs1;
-                if (q4 == 0) {
-                    s_alpha[(t & 1) * 64 + row0] = al0;
-                    s_alpha[(t & 1) * 64 + row0 + 8] = al1;
-                }
-                rescale_o(o, al0, al1);
-                mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
+                s1_softmax(s, pa, o, m0, m1, l0, l1, nvalid - t * kN - 2 * q4, sl2, tile_g, s_alpha + (t & 1) * 64, row0, q4);
             };
             auto hand_over = [&](int t) {
                 if constexpr (MJ_MQA90_PSYNC) mj90::named_bar_sync_unaligned(kBarP0 + (t & 1), kConsumers);
@@ -1072,17 +1096,7 @@ extern "C" __global__ void __launch_bounds__(mj_mqa90::kThreads, 1) MJ_MQA90_CLU
         L0 = l0 + s_max[(1 - wg) * 64 + row0];
         L1 = l1 + s_max[(1 - wg) * 64 + row0 + 8];
     }
-    if (wg == 0 && q4 == 0) {
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const int r = row0 + 8 * hr;
-            const float L = hr ? L1 : L0, m = hr ? m1 : m0;
-            if (head0 + r < nh) {
-                p.lse[(mj_i64)tok * p.lse_stride_tok + head0 + r] = L > 0.f ? (mj_log2(L) + m * sl2) * MJ_LN2 : MJ_NEG_INF;
-                if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head0 + r] = L > 0.f ? m * p.sm_scale : MJ_NEG_INF;
-            }
-        }
-    }
+    if (wg == 0 && q4 == 0) store_lse(p, tok, head0, row0, L0, L1, m0, m1);
     // Stage O (bf16 [64][512], row r = 1024 bytes, 16-byte chunk c at (c ^ (r & 7))) in the Q region.
     const float inv0 = L0 > 0.f ? 1.f / L0 : 0.f, inv1 = L1 > 0.f ? 1.f / L1 : 0.f;
 #pragma unroll

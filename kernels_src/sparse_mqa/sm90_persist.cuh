@@ -18,57 +18,6 @@ static_assert(!kPersist || (kSched1 && !kFp8 && !kPair && !kSplitRel && MJ_MQA90
                                         MJ_MQA90_DEV_SKIP == 0 && MJ_MQA_KEPT_LIST),
               "sparse MQA sm90, persistent grid: schedule 1, bf16 cache, the list, no development switch");
 
-// Schedule 1's pieces as functions. The one-block form (sm90.cuh) keeps its own copies of the same operations (its softmax
-// lambda and lse stores): calling these changes its PTX (register numbering), and its NVRTC code is the one measured (PERF.md,
-// sessions 34-36: code of the same length scheduled differently cost up to 17 %). One copy once a GPU has chosen between the
-// two forms.
-// Schedule 1, warpgroup 0: the online softmax of a tile whose S is in s (lim: the tile's valid columns past this thread's
-// first, as mask_tile_max takes them): P into pa (bf16 A fragments) and into the tile's rope block (tile_g, dead once S is
-// done) for warpgroup 1, the row sums and O rescaled, the factors into alpha[64] (this tile's buffer) for warpgroup 1.
-MJ_DEVICE void s1_softmax(float (&s)[32], mj_u32 (&pa)[16], float (&o)[128], float& m0, float& m1, float& l0, float& l1, int lim,
-                          float sl2, unsigned char* tile_g, float* alpha, int row0, int q4) {
-    float mx0, mx1;
-    mask_tile_max(s, lim, mx0, mx1);
-    float ms0, ms1, al0, al1;
-    mj_online_max2(m0, m1, mx0, mx1, sl2, ms0, ms1, al0, al1);
-    float rs0 = 0.f, rs1 = 0.f;
-    unsigned char* prow0 = tile_g + 8 * kBlk + row0 * 128;
-    unsigned char* prow1 = prow0 + 8 * 128;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const float p00 = mj_exp2(fmaf(s[4 * i], sl2, -ms0)), p01 = mj_exp2(fmaf(s[4 * i + 1], sl2, -ms0));
-        const float p10 = mj_exp2(fmaf(s[4 * i + 2], sl2, -ms1)), p11 = mj_exp2(fmaf(s[4 * i + 3], sl2, -ms1));
-        rs0 += p00 + p01;
-        rs1 += p10 + p11;
-        pa[2 * i] = mj_pack_bf16x2(p00, p01);
-        pa[2 * i + 1] = mj_pack_bf16x2(p10, p11);
-        *(mj_u32*)(prow0 + ((i ^ (row0 & 7)) << 4) + q4 * 4) = pa[2 * i];
-        *(mj_u32*)(prow1 + ((i ^ ((row0 + 8) & 7)) << 4) + q4 * 4) = pa[2 * i + 1];
-    }
-    l0 = l0 * al0 + rs0;
-    l1 = l1 * al1 + rs1;
-    if (q4 == 0) {
-        alpha[row0] = al0;
-        alpha[row0 + 8] = al1;
-    }
-    rescale_o(o, al0, al1);
-    mj90::fence_proxy_async();  // P (ordinary stores) is read by warpgroup 1's wgmma
-}
-
-// lse and max_logits of rows row0, row0 + 8 of a 64-head block (L: the row sums, m: the running maxima), by the threads
-// with q4 == 0 of warpgroup 0; rows past the call's heads are not written.
-MJ_DEVICE void store_lse(const SparseMqaFwdParams& p, int tok, int head0, int row0, float L0, float L1, float m0, float m1) {
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const int r = row0 + 8 * hr;
-        const float L = hr ? L1 : L0, m = hr ? m1 : m0;
-        if (head0 + r < p.num_heads) {
-            p.lse[(mj_i64)tok * p.lse_stride_tok + head0 + r] = L > 0.f ? (mj_log2(L) + m * p.sm_scale_log2) * MJ_LN2 : MJ_NEG_INF;
-            if (p.max_logits) p.max_logits[(mj_i64)tok * p.ml_stride_tok + head0 + r] = L > 0.f ? m * p.sm_scale : MJ_NEG_INF;
-        }
-    }
-}
-
 MJ_DEVICE void run_persistent(const SparseMqaFwdParams& p, unsigned char* smem) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int first = p.cu_seqlens_q ? p.cu_seqlens_q[0] : 0;
