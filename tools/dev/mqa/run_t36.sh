@@ -6,7 +6,6 @@
 # no GPU): the SASS of the three caches' kernels, and ncu's per-instruction stall samples for each at 8k, topk 2048.
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]; ~3 minutes.
 source "$(dirname "$0")/run_common.sh"
-pack() { tar czf $OUT/logs.tgz.tmp -C $OUT logs && mv $OUT/logs.tgz.tmp $OUT/logs.tgz; }  # after each step: a cut call keeps it
 trap 'pack && rm -rf $OUT/logs' EXIT
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
 D=tools/dev/mqa/build_t33

@@ -13,7 +13,6 @@
 # tools/dev/mqa/prep_t37.sh rebuilds every carried, git-ignored piece where this machine lacks it.
 # carry ["build/mlajit-bench", "tools/dev/mqa/build_t37", "tools/dev/mqa/build_t33", "tools/dev/mqa/build_t32", ".devdeps"]
 source "$(dirname "$0")/run_common.sh"
-pack() { tar czf $OUT/logs.tgz.tmp -C $OUT logs && mv $OUT/logs.tgz.tmp $OUT/logs.tgz; }  # after each step: a cut call keeps it
 trap 'pack && rm -rf $OUT/logs' EXIT
 export PATH=$PATH:/usr/local/cuda/bin
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader | tee $OUT/logs/gpu.txt
